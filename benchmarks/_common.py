@@ -1,0 +1,52 @@
+"""Shared helpers for the benchmark scripts: timing, a table printed last, optional JSON."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import statistics
+import time
+
+
+def median_time(fn, repeat=7, warmup=1, setup=None, sync=None):
+    """Median wall time of ``fn(setup())`` over ``repeat`` runs after ``warmup`` runs (seconds).
+
+    ``setup`` builds fresh inputs outside the timed region; ``sync`` (e.g. a device synchronize)
+    runs before each clock read.
+    """
+    times = []
+    for i in range(warmup + repeat):
+        args = setup() if setup else ()
+        if sync:
+            sync()
+        t = time.perf_counter()
+        fn(*args)
+        if sync:
+            sync()
+        if i >= warmup:
+            times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def print_table(rows, columns):
+    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    line = " | ".join(c.ljust(w) for c, w in zip(columns, widths))
+    print("| " + line + " |")
+    print("| " + " | ".join("-" * w for w in widths) + " |")
+    for r in rows:
+        print("| " + " | ".join(str(r.get(c, "")).ljust(w) for c, w in zip(columns, widths)) + " |")
+
+
+def write_json(path, rows, **meta):
+    if not path:
+        return
+    doc = {
+        "date": datetime.date.today().isoformat(),
+        "host": platform.node(),
+        "machine": platform.processor() or platform.machine(),
+        **meta,
+        "rows": rows,
+    }
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=2)

@@ -1,0 +1,5 @@
+import sys
+
+from dsort.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""Single-device sorting engines: one for NumPy arrays (CPU), one for CuPy arrays (GPU).
+
+Both expose the same functions with the same semantics (see :mod:`dsort.engine.keys`):
+
+``sort(keys, values=None, descending=False, na_position="last")``
+    stable sort; with values returns ``(keys, values)``.
+``argsort(keys, descending=False, na_position="last")``
+    int64 positions of a stable sort.
+``merge(a, b, a_values=None, b_values=None, descending=False, na_position="last")``
+    stable merge of two sorted arrays, ties from ``a`` first.
+``merge_path(a, b, diagonals, descending=False, na_position="last")``
+    co-ranks of the stable merge at many output positions.
+``searchsorted(sorted_keys, probes, side="left", ...)``
+    rank probes: how many elements come before (``"left"``) or not after (``"right"``) each probe.
+``is_sorted(keys, descending=False, na_position="last")``
+
+The engine is chosen from the array's type, never from a global flag: :func:`get`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from . import numpy_engine
+
+
+def get(array):
+    """The engine for ``array``'s type: NumPy arrays → NumPy engine, CuPy arrays → CuPy engine."""
+    if isinstance(array, np.ndarray):
+        return numpy_engine
+    if type(array).__module__.split(".")[0] == "cupy":
+        from . import cupy_engine
+
+        return cupy_engine
+    raise TypeError(f"dsort sorts NumPy or CuPy arrays, got {type(array).__module__}.{type(array).__name__}")
+
+
+def kernel_dir() -> Path:
+    """Where the CUDA sources are: inside the installed package, or ``kernels/`` of a source tree."""
+    here = Path(__file__).resolve().parent.parent
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / "README.md").is_file():
+            return candidate
+    raise FileNotFoundError(f"dsort's CUDA sources are missing: looked in {here / 'kernels'} and {here.parent / 'kernels'}")

@@ -1,0 +1,211 @@
+"""The NumPy engine: one array on the CPU, no Python loop over elements.
+
+Every function follows the order documented in :mod:`dsort.engine.keys` (stable; NaN last by
+default, first with ``na_position="first"``; ``-0.0 == 0.0``; byte keys as unsigned bytes).
+
+The trick used throughout is an *order key*: an array that NumPy's own stable ascending sort puts
+in the wanted order. For the common cases it is the keys themselves (ascending) or a cheap
+involution of them (``~x`` for integers, ``-x`` for floats, inverted bytes), so a keys-only sort
+sorts the order key and applies the involution again; only floats with NaN first need an argsort.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import keys as K
+
+name = "numpy"
+xp = np
+
+
+def _as_bytes(x: np.ndarray) -> np.ndarray:
+    """Byte keys (``S``/``V`` or byte rows) as a 1-D ``S<n>`` array: NumPy compares those as
+    unsigned bytes (trailing NULs are padding of a fixed width, so the order equals ``memcmp``)."""
+    width = x.shape[1] if x.ndim == 2 else x.dtype.itemsize
+    return np.ascontiguousarray(x).view(f"S{width}").reshape(-1)
+
+
+def _invert_bytes(s: np.ndarray) -> np.ndarray:
+    return np.invert(s.view(np.uint8)).view(s.dtype)
+
+
+def _float_bits_key(x: np.ndarray, descending: bool) -> np.ndarray:
+    """Floats as unsigned integers in the wanted order, NaN first (0)."""
+    width = x.dtype.itemsize * 8
+    u = np.dtype(f"u{x.dtype.itemsize}").type
+    bits = (x + x.dtype.type(0.0)).view(u)  # -0.0 + 0.0 == +0.0: one encoding for zero
+    negative = (bits >> u(width - 1)).astype(bool)
+    key = np.where(negative, ~bits, bits | u(1 << (width - 1)))
+    if descending:
+        key = ~key
+    key[np.isnan(x)] = 0
+    return key
+
+
+def _order_key(x: np.ndarray, descending: bool, na_first: bool) -> tuple[np.ndarray, bool]:
+    """Return ``(k, involution)``: ``k`` sorts stably ascending into the wanted order.
+
+    ``involution`` is True when applying this same function to ``k`` gives ``x`` back, so a
+    keys-only sort needs no argsort. ``k`` may be ``x`` itself (ascending): never sort it in place.
+    """
+    kind = x.dtype.kind
+    if K.is_byte_rows(x):
+        kind = "S"
+    if kind in "biu":
+        return (~x if descending else x), True
+    if kind == "f":
+        if na_first:
+            return _float_bits_key(x, descending), False
+        # NumPy sorts NaN last, and -NaN is NaN: negation keeps NaN last when descending.
+        return (-x if descending else x), True
+    s = _as_bytes(x)
+    return (_invert_bytes(s) if descending else s), True
+
+
+def _undo(k: np.ndarray, descending: bool, like: np.ndarray) -> np.ndarray:
+    """Inverse of an involutive order key (sorted in place beforehand), spelled like ``like``."""
+    kind = k.dtype.kind
+    if descending:
+        if kind in "biu":
+            np.invert(k, out=k)
+        elif kind == "f":
+            np.negative(k, out=k)
+        else:
+            k = _invert_bytes(k)
+    if K.is_byte_rows(like):
+        return k.view(np.uint8).reshape(len(k), like.shape[1])
+    return k.view(like.dtype) if kind == "S" else k
+
+
+def _less(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Elementwise ``x < y`` over order keys, NaN after every number (as NumPy sorts)."""
+    if x.dtype.kind == "f":
+        return (x < y) | (np.isnan(y) & ~np.isnan(x))
+    return x < y
+
+
+def _key(x, descending, na_position):
+    return _order_key(x, descending, K.check_na_position(na_position))[0]
+
+
+def sort(keys, values=None, descending=False, na_position="last"):
+    """Stable sort of ``keys`` (and of ``values`` alongside, returned as ``(keys, values)``)."""
+    K.check_keys(keys)
+    K.check_values(keys, values)
+    na_first = K.check_na_position(na_position)
+    k, involution = _order_key(keys, descending, na_first)
+    if values is None and involution:
+        if np.may_share_memory(k, keys):  # never sort the caller's array in place
+            k = k.copy()
+        k.sort(kind="stable")
+        return _undo(k, descending, keys)
+    order = np.argsort(k, kind="stable")
+    return keys[order] if values is None else (keys[order], values[order])
+
+
+def argsort(keys, descending=False, na_position="last"):
+    """Positions (int64) that sort ``keys`` stably."""
+    K.check_keys(keys)
+    return np.argsort(_key(keys, descending, na_position), kind="stable").astype(np.int64, copy=False)
+
+
+def merge(a, b, a_values=None, b_values=None, descending=False, na_position="last"):
+    """Stable merge of two sorted arrays: on equal keys every element of ``a`` comes first.
+
+    With values, returns ``(keys, values)``. NumPy's stable sort (timsort) finds the two runs of the
+    concatenation and merges them in one galloping pass, so this is a merge, not a sort.
+    """
+    K.check_pair(a, b)
+    K.check_values(a, a_values, "a_values")
+    K.check_values(b, b_values, "b_values")
+    if (a_values is None) != (b_values is None):
+        raise ValueError("give values for both inputs of a merge or for neither")
+    na_first = K.check_na_position(na_position)
+    ka, involution = _order_key(a, descending, na_first)
+    kb, _ = _order_key(b, descending, na_first)
+    c = np.concatenate([ka, kb])
+    if a_values is None and involution:
+        c.sort(kind="stable")
+        return _undo(c, descending, a)
+    order = np.argsort(c, kind="stable")
+    merged = (c if ka is a and kb is b else np.concatenate([a, b]))[order]
+    if a_values is None:
+        return merged
+    return merged, np.concatenate([a_values, b_values])[order]
+
+
+def _lower_bound(lo, hi, go_right):
+    """Vectorized binary search: the first ``i`` in ``[lo, hi)`` with ``go_right(i)`` False.
+
+    ``go_right`` is evaluated on the still-active searches only (one array op per step), so the
+    cost is O(len(lo) * log(hi - lo)) and no whole input is ever transformed.
+    """
+    lo = np.array(lo, dtype=np.int64)
+    hi = np.array(hi, dtype=np.int64)
+    active = np.flatnonzero(lo < hi)
+    while active.size:
+        mid = (lo[active] + hi[active]) >> 1
+        right = go_right(active, mid)
+        lo[active[right]] = mid[right] + 1
+        hi[active[~right]] = mid[~right]
+        active = active[lo[active] < hi[active]]
+    return lo
+
+
+def merge_path(a, b, diagonals, descending=False, na_position="last"):
+    """Co-ranks: for each output position ``k`` of the stable merge of sorted ``a`` and ``b``, the
+    number of elements taken from ``a`` among the first ``k`` outputs (int64, one per diagonal).
+
+    The co-rank ``i`` (``j = k - i``) is the one with ``a[i-1] <= b[j]`` and ``b[j-1] < a[i]``:
+    ties go to ``a``. Each diagonal is a binary search along its cross-diagonal.
+    """
+    K.check_pair(a, b)
+    na_first = K.check_na_position(na_position)
+    d = np.asarray(diagonals, dtype=np.int64).reshape(-1)
+    m, n = len(a), len(b)
+    if d.size and (d.min() < 0 or d.max() > m + n):
+        raise ValueError(f"diagonals must lie in [0, {m + n}]")
+
+    def a_goes_first(active, mid):
+        ka = _order_key(a[mid], descending, na_first)[0]
+        kb = _order_key(b[d[active] - 1 - mid], descending, na_first)[0]
+        return ~_less(kb, ka)  # a[mid] <= b[k-1-mid]: a[mid] is among the first k outputs
+
+    return _lower_bound(np.maximum(0, d - n), np.minimum(d, m), a_goes_first)
+
+
+def searchsorted(sorted_keys, probes, side="left", descending=False, na_position="last"):
+    """Rank probes over a sorted run: for each probe ``v``, how many elements come before ``v`` in
+    the order (``side="left"``: strictly before, i.e. "< v") or before or equal to it
+    (``side="right"``: "<= v"). int64, one per probe.
+    """
+    K.check_keys(sorted_keys, "sorted_keys")
+    probes = np.asarray(probes, dtype=sorted_keys.dtype)
+    probes = probes.reshape(-1, *sorted_keys.shape[1:])
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    na_first = K.check_na_position(na_position)
+    kp = _order_key(probes, descending, na_first)[0]
+
+    def before_probe(active, mid):
+        km = _order_key(sorted_keys[mid], descending, na_first)[0]
+        if side == "left":
+            return _less(km, kp[active])
+        return ~_less(kp[active], km)
+
+    n = len(sorted_keys)
+    return _lower_bound(np.zeros(len(probes), np.int64), np.full(len(probes), n, np.int64), before_probe)
+
+
+def is_sorted(keys, descending=False, na_position="last") -> bool:
+    """True when ``keys`` is already in the wanted order (ties in any order)."""
+    K.check_keys(keys)
+    if len(keys) < 2:
+        return True
+    k = _key(keys, descending, na_position)
+    return not bool(_less(k[1:], k[:-1]).any())
+
+
+def to_numpy(x) -> np.ndarray:
+    return np.asarray(x)
