@@ -29,6 +29,28 @@ def median_time(fn, repeat=7, warmup=1, setup=None, sync=None):
     return statistics.median(times)
 
 
+def paired_times(fns, repeat=7, warmup=1, setup=None, sync=None):
+    """Median times (seconds) of several functions timed in alternation on the same fresh inputs.
+
+    Interleaving keeps a busy machine's load from favouring whichever function ran first, so the
+    ratios between the medians are fair even when the absolute times drift.
+    """
+    times = [[] for _ in fns]
+    for i in range(warmup + repeat):
+        args = setup() if setup else ()
+        for j, fn in enumerate(fns if i % 2 == 0 else fns[::-1]):
+            j = j if i % 2 == 0 else len(fns) - 1 - j
+            if sync:
+                sync()
+            t = time.perf_counter()
+            fn(*args)
+            if sync:
+                sync()
+            if i >= warmup:
+                times[j].append(time.perf_counter() - t)
+    return [statistics.median(t) for t in times]
+
+
 def print_table(rows, columns):
     widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
     line = " | ".join(c.ljust(w) for c, w in zip(columns, widths))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 import numpy as np
-from _common import median_time, print_table, write_json
+from _common import paired_times, print_table, write_json
 
 from dsort.engine import numpy_engine as e
 
@@ -44,8 +44,7 @@ def main(argv=None):
             ),
         ]
         for what, ours, peer, setup in cases:
-            t_ours = median_time(ours, args.repeat, setup=setup)
-            t_peer = median_time(peer, args.repeat, setup=setup)
+            t_ours, t_peer = paired_times([ours, peer], args.repeat, setup=setup)
             rows.append(
                 {
                     "dtype": dtype,
