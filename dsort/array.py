@@ -1,0 +1,108 @@
+"""Sorting dask arrays: ``sort``, ``argsort`` and ``sort_by_key``.
+
+Semantics are those of NumPy's stable sort of the whole (concatenated) array, in the engine's
+order (:mod:`dsort.engine.keys`): equal keys keep their input order, in descending order too; NaN
+last (``na_position="last"``) or first; byte keys as unsigned bytes. Keys are 1-D dask arrays of
+a supported dtype, or byte keys as 2-D ``uint8`` arrays of shape ``(n, width)`` ("byte rows").
+Chunks may be NumPy (CPU workers) or CuPy (GPU workers) arrays.
+
+Results are lazy dask arrays with exactly the input's chunks along axis 0, the input's dtype and
+chunk type. Chunk sizes must be known to build the graph; unknown (NaN) sizes are computed first.
+
+>>> import dask.array as da, numpy as np, dsort
+>>> x = da.from_array(np.array([3, 1, 2, 1]), chunks=2)
+>>> dsort.sort(x).compute()
+array([1, 1, 2, 3])
+"""
+
+from __future__ import annotations
+
+import math
+
+import dask.array as da
+import numpy as np
+from dask.array.utils import meta_from_array
+
+from . import engine as engines
+from .engine import keys as K
+from .graph import STRATEGIES, sort_graph
+
+
+def sort(x, *, descending=False, na_position="last", strategy="auto"):
+    """Stable sort of dask array ``x`` (1-D, or 2-D ``uint8`` byte rows)."""
+    x = _check_keys(x)
+    _check_options(na_position, strategy)
+    ((graph, name),) = sort_graph(x, descending=descending, na_position=na_position, strategy=strategy)
+    return da.Array(graph, name, x.chunks, meta=x._meta)
+
+
+def argsort(x, *, descending=False, na_position="last", strategy="auto"):
+    """int64 positions into ``x`` that sort it stably: ``x[argsort(x)]`` equals ``sort(x)``."""
+    x = _check_keys(x)
+    _check_options(na_position, strategy)
+    _, (graph, name) = sort_graph(x, positions=True, descending=descending, na_position=na_position, strategy=strategy)
+    return da.Array(graph, name, (x.chunks[0],), meta=meta_from_array(x._meta, ndim=1, dtype=np.int64))
+
+
+def sort_by_key(keys, values, *, descending=False, na_position="last", strategy="auto"):
+    """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys, values_in_key_order)``.
+
+    ``values`` is a dask array with one row per key (any dtype, trailing dimensions allowed, e.g.
+    ``(n, 90)`` uint8 payloads); it is rechunked to the keys' chunks when they differ.
+    """
+    keys = _check_keys(keys)
+    _check_options(na_position, strategy)
+    values = _check_values(keys, values)
+    (kg, kname), (vg, vname) = sort_graph(keys, values, descending=descending, na_position=na_position, strategy=strategy)
+    out_values = da.Array(vg, vname, (keys.chunks[0],) + values.chunks[1:], meta=values._meta)
+    return da.Array(kg, kname, keys.chunks, meta=keys._meta), out_values
+
+
+def _check_options(na_position, strategy):
+    K.check_na_position(na_position)
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+
+
+def _chunk_type(x, what):
+    try:
+        return engines.get(x._meta).name
+    except TypeError as err:
+        raise TypeError(f"{what} must have NumPy or CuPy chunks: {err}") from None
+
+
+def _known_sizes(x):
+    if any(math.isnan(c) for c in x.chunks[0]):
+        x = x.compute_chunk_sizes()
+    return x
+
+
+def _check_keys(x):
+    if not isinstance(x, da.Array):
+        raise TypeError(f"dsort sorts dask arrays, got {type(x).__name__}; wrap it with dask.array.from_array")
+    _chunk_type(x, "keys")
+    if x.ndim == 2 and x.dtype == np.uint8:
+        if x.shape[1] == 0:
+            raise ValueError("byte-row keys need at least one byte per row")
+        if len(x.chunks[1]) > 1:
+            x = x.rechunk({1: -1})
+    elif x.ndim == 1:
+        K.check_dtype(x.dtype)
+    else:
+        raise ValueError(f"keys must be a 1-D dask array (or 2-D uint8 byte rows), got shape {x.shape} of {x.dtype}")
+    return _known_sizes(x)
+
+
+def _check_values(keys, values):
+    if not isinstance(values, da.Array):
+        raise TypeError(f"values must be a dask array, got {type(values).__name__}")
+    if values.ndim < 1:
+        raise ValueError("values must have one row per key, got a 0-d array")
+    if _chunk_type(values, "values") != _chunk_type(keys, "keys"):
+        raise TypeError("keys and values must have the same chunk type (both NumPy or both CuPy)")
+    values = _known_sizes(values)
+    if values.shape[0] != keys.shape[0]:
+        raise ValueError(f"values must have one row per key: {keys.shape[0]} keys, values of shape {values.shape}")
+    if values.chunks[0] != keys.chunks[0] or any(len(c) > 1 for c in values.chunks[1:]):
+        values = values.rechunk((keys.chunks[0],) + tuple(-1 for _ in values.shape[1:]))
+    return values

@@ -1,0 +1,109 @@
+"""Per-chunk functions of the distributed sort: what one task does to the chunks it is given.
+
+Like ``dask/array/chunk.py``: plain functions, called by name from :mod:`dsort.graph`, testable
+without a cluster. Numerics on chunks go through the chunk's engine (NumPy or CuPy, chosen from the
+array type), so one graph runs on CPU and GPU workers alike. A *part* is one sorted chunk of a run,
+held as ``(keys, values)`` with ``values`` None when only keys are sorted. What goes to the
+coordinator (samples, windows) is small and travels as NumPy.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from . import engine as engines
+from . import plan
+
+
+def local_sort(keys, values, offset, positions, descending, na_position):
+    """Sort one input chunk into a part. With ``positions``, the values are the elements' global
+    positions (int64, from ``offset``), which is how ``argsort`` is carried through the merges."""
+    e = engines.get(keys)
+    if positions:
+        values = e.xp.arange(offset, offset + len(keys), dtype=np.int64)
+    if values is None:
+        return e.sort(keys, descending=descending, na_position=na_position), None
+    return e.sort(keys, values, descending=descending, na_position=na_position)
+
+
+def sample(part, offset, spacing):
+    """The run's regular sample that falls in this part: keys at run positions ``0, s, 2s, ...``."""
+    keys = part[0]
+    start, step = plan.sample_positions(offset, len(keys), spacing)
+    return engines.get(keys).to_numpy(keys[start::step])
+
+
+def bounds(samples_by_run, run_sizes, spacing, targets, descending, na_position):
+    """Windows ``(lo, hi)`` of every run around every cut, from all runs' samples."""
+    samples = [_concat_numpy(parts) for parts in samples_by_run]
+    return plan.windows(samples, run_sizes, spacing, targets, descending, na_position)
+
+
+def window(part, offset, windows, run):
+    """This part's share of run ``run``'s window around every cut (NumPy keys, one per cut)."""
+    keys = part[0]
+    e = engines.get(keys)
+    lo, hi = windows
+    n = len(keys)
+    return [e.to_numpy(keys[_clip(a - offset, n) : _clip(b - offset, n)]) for a, b in zip(lo[:, run], hi[:, run])]
+
+
+def splitters(windows_by_run, windows, run_sizes, targets, descending, na_position):
+    """Exact cut rows of a merge (see :func:`dsort.plan.boundaries`) from the runs' windows."""
+    lo, _ = windows
+    keys = [[_concat_numpy([w[i] for w in parts]) for parts in windows_by_run] for i in range(len(targets))]
+    cuts = plan.exact_cuts(keys, lo, targets, descending, na_position)
+    return plan.boundaries(run_sizes, cuts)
+
+
+def take(part, offset, rows, out, run):
+    """The slice of this part (of run ``run``) that output chunk ``out`` takes."""
+    keys, values = part
+    a = _clip(rows[out, run] - offset, len(keys))
+    b = _clip(rows[out + 1, run] - offset, len(keys))
+    return keys[a:b], None if values is None else values[a:b]
+
+
+def merge_runs(parts_by_run, descending, na_position):
+    """Merge slices of several runs into one part: each run's slices are concatenated (they are
+    consecutive pieces of one sorted run), then runs merge pairwise, neighbours first, so ties keep
+    run order (the stable order)."""
+    runs = [_concat_parts(parts) for parts in parts_by_run]
+    nonempty = [r for r in runs if len(r[0])] or runs[:1]
+    e = engines.get(nonempty[0][0])
+    while len(nonempty) > 1:
+        merged = []
+        for (ka, va), (kb, vb) in zip(nonempty[::2], nonempty[1::2]):
+            if va is None:
+                merged.append((e.merge(ka, kb, descending=descending, na_position=na_position), None))
+            else:
+                merged.append(e.merge(ka, kb, va, vb, descending=descending, na_position=na_position))
+        if len(nonempty) % 2:
+            merged.append(nonempty[-1])
+        nonempty = merged
+    return nonempty[0]
+
+
+def keys_of(part):
+    return part[0]
+
+
+def values_of(part):
+    return part[1]
+
+
+def _clip(i, n):
+    return int(min(max(i, 0), n))
+
+
+def _concat_parts(parts):
+    if len(parts) == 1:
+        return parts[0]
+    xp = engines.get(parts[0][0]).xp
+    keys = xp.concatenate([p[0] for p in parts])
+    values = None if parts[0][1] is None else xp.concatenate([p[1] for p in parts])
+    return keys, values
+
+
+def _concat_numpy(arrays):
+    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)

@@ -1,0 +1,171 @@
+"""Task graphs of the distributed sort: local sort, splitters, merge.
+
+Phases, each a family of tasks named for it (the dashboard's task groups):
+
+``dsort-sort``       one per input chunk: the chunk sorted by its engine (a *part* of a run).
+``dsort-sample``     one per part: its run's regular sample (small, NumPy).
+``dsort-bounds``     one per merge: windows around every cut, from all samples.
+``dsort-window``     one per part: its keys inside the windows (small, NumPy).
+``dsort-splitters``  one per merge: exact cuts, from the windows.
+``dsort-slice``      one per (output chunk, part): the piece of the part that output chunk takes;
+                     it runs where the part lives, so only that piece travels.
+``dsort-merge``      one per output chunk: merges its pieces.
+
+Strategies: ``"multiway"`` runs one merge over all P runs (each output chunk gathers its P pieces
+once and merges them pairwise on its own worker); ``"tree"`` runs ceil(log2 P) rounds of merges of
+run pairs, each cut into output chunks by two-run splitters. ``"auto"``: see :func:`choose_strategy`.
+
+Graph building looks at chunk sizes only (they must be known); no task runs before ``compute``.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import numpy as np
+from dask._task_spec import List, Task, TaskRef
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+from . import chunk, plan
+
+STRATEGIES = ("auto", "multiway", "tree")
+
+
+def choose_strategy(n_chunks: int) -> str:
+    """The ``"auto"`` rule: ``"multiway"`` always.
+
+    Measured on CPU workers (2 single-threaded worker processes on a 2-core machine, 2^22 int64
+    keys, NumPy chunks; median seconds, multiway vs tree): P = 2: 0.68 vs 0.72 (the same graph),
+    P = 4: 0.78 vs 0.89, P = 8: 0.75 vs 1.23, P = 16: 1.36 vs 2.00, P = 32: 3.16 vs 6.48. The tree
+    moves and rewrites every element once per round and waits for a splitter round trip per round;
+    multiway moves each element once and does the same pairwise merges inside one task. Revise
+    here when GPU measurements say otherwise (e.g. a threshold on ``n_chunks``).
+    """
+    return "multiway"
+
+
+@dataclass
+class _Run:
+    """A sorted run held as consecutive parts: task keys of ``(keys, values)`` and their sizes."""
+
+    parts: list
+    sizes: list
+
+    @property
+    def size(self):
+        return int(sum(self.sizes))
+
+    @property
+    def offsets(self):
+        return np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)[:-1]]).astype(int).tolist()
+
+
+class _Builder:
+    def __init__(self, token, descending, na_position):
+        self.dsk = {}
+        phases = ("sort", "sample", "bounds", "window", "splitters", "slice", "merge")
+        self.names = {p: f"dsort-{p}-{token}" for p in phases}
+        self.order = (descending, na_position)
+
+    def add(self, key, func, *args):
+        self.dsk[key] = Task(key, func, *map(_nested, args))
+        return key
+
+    def per_part(self, phase, group, runs, func, *args, out=(), run_arg=False):
+        """One ``phase`` task per part of every run: ``func(part, offset, *args)``, plus the run's
+        index with ``run_arg``; references to them, nested by run."""
+        refs = []
+        for q, run in enumerate(runs):
+            extra = (q,) if run_arg else ()
+            keys = [(self.names[phase], *group, *out, q, c) for c in range(len(run.parts))]
+            refs.append(
+                [TaskRef(self.add(k, func, TaskRef(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)]
+            )
+        return refs
+
+    def local_sort(self, key_chunks, value_chunks, sizes, positions):
+        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+        runs = []
+        for i, (k, v, n, off) in enumerate(zip(key_chunks, value_chunks, sizes, offsets)):
+            ref = None if v is None else TaskRef(v)
+            key = self.add((self.names["sort"], i), chunk.local_sort, TaskRef(k), ref, off, positions, *self.order)
+            runs.append(_Run([key], [int(n)]))
+        return runs
+
+    def merge(self, runs, out_sizes, group):
+        """Merge ``runs`` (two or more) into one run whose parts have ``out_sizes`` (two or more);
+        ``group`` names this merge."""
+        sizes = [r.size for r in runs]
+        targets = plan.interior_targets(out_sizes)
+        rows = TaskRef(self._splitters(runs, sizes, targets, group))
+        parts = []
+        for t in range(len(out_sizes)):
+            pieces = self.per_part("slice", group, runs, chunk.take, rows, t, out=(t,), run_arg=True)
+            parts.append(self.add((self.names["merge"], *group, t), chunk.merge_runs, pieces, *self.order))
+        return _Run(parts, [int(n) for n in out_sizes])
+
+    def _splitters(self, runs, sizes, targets, group):
+        spacing = plan.sample_spacing(sizes, len(targets))
+        samples = self.per_part("sample", group, runs, chunk.sample, spacing)
+        bounds = (self.names["bounds"], *group)
+        windows = TaskRef(self.add(bounds, chunk.bounds, samples, sizes, spacing, targets, *self.order))
+        wins = self.per_part("window", group, runs, chunk.window, windows, run_arg=True)
+        return self.add((self.names["splitters"], *group), chunk.splitters, wins, windows, sizes, targets, *self.order)
+
+
+def _nested(arg):
+    """Lists of lists of task references as task-spec containers (a plain nested list is data)."""
+    return List(*map(_nested, arg)) if isinstance(arg, list) else arg
+
+
+def _first_keys(array):
+    """Task keys of the chunks along axis 0 (the array is one chunk wide in every other axis)."""
+    out = []
+    for k in array.__dask_keys__():
+        while isinstance(k, list):
+            k = k[0]
+        out.append(k)
+    return out
+
+
+def sort_graph(keys, values=None, *, positions=False, descending=False, na_position="last", strategy="auto"):
+    """Build the sort of dask array ``keys`` (known chunk sizes along axis 0, one chunk in any
+    other axis) carrying ``values`` (same chunks along axis 0) or, with ``positions``, the global
+    int64 positions of the elements.
+
+    Returns ``[(graph, name), ...]``: the sorted keys, then the carried values if any; output
+    chunk ``i`` is task ``(name, i, 0...)``, of the input's size. The graphs share their tasks.
+    """
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    sizes = [int(n) for n in keys.chunks[0]]
+    if strategy == "auto":
+        strategy = choose_strategy(len(sizes))
+    token = tokenize(keys, values, positions, descending, na_position, strategy)
+    b = _Builder(token, descending, na_position)
+    value_chunks = _first_keys(values) if values is not None else [None] * len(sizes)
+    runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions)
+    if strategy == "multiway":
+        if len(runs) > 1:
+            runs = [b.merge(runs, sizes, (0,))]
+    else:
+        level = 0
+        while len(runs) > 1:
+            pairs = list(zip(runs[::2], runs[1::2]))
+            merged = [b.merge([a, c], a.sizes + c.sizes, (level, i)) for i, (a, c) in enumerate(pairs)]
+            runs = merged + runs[len(merged) * 2 :]
+            level += 1
+    final = runs[0].parts
+    key_name = f"dsort-sorted-keys-{token}"
+    value_name = f"dsort-sorted-values-{token}" if (values is not None or positions) else None
+    outputs = [(key_name, keys.ndim, chunk.keys_of)]
+    if value_name:
+        outputs.append((value_name, 1 if values is None else values.ndim, chunk.values_of))
+    for name, nd, getter in outputs:
+        for i, part in enumerate(final):
+            key = (name, i) + (0,) * (nd - 1)
+            b.dsk[key] = Task(key, getter, TaskRef(part))
+    deps = [keys] if values is None else [keys, values]
+    return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]

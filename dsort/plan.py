@@ -1,0 +1,159 @@
+"""Splitters: exact, stable cut points of many sorted runs, from small data only.
+
+A *run* is a sorted sequence (one sorted chunk, or several chunks that together are sorted). The
+global order of all elements is the order of their keys, ties broken by ``(run index, position in
+the run)``: with runs numbered in input order this is exactly a stable sort of the concatenated
+input. For a target rank ``k`` the *cut* is the vector ``c`` (one entry per run) such that the
+first ``c[q]`` elements of every run ``q`` are exactly the ``k`` first elements of that order:
+``sum(c) == k`` and everything left of the cut comes before everything right of it.
+
+Two levels, so no run ever travels whole:
+
+1. :func:`sample_spacing` picks a spacing ``s``; every run sends the keys at its positions
+   ``0, s, 2s, ...`` (:func:`sample_positions`). :func:`windows` ranks those samples against each
+   other, which bounds the global rank of every sample to within ``(P - 1) * s``, and from that
+   bounds each cut of each run to a window ``[lo, hi)`` of about ``2 * P * s`` elements in all.
+2. Every run sends the keys inside its windows; :func:`exact_cuts` finds the exact cuts by a stable
+   sort of each (small) union of windows.
+
+Bytes sent to the coordinator: ``n / s`` sample keys plus about ``2 * P * s`` window keys per cut;
+:func:`sample_spacing` balances the two. Everything here works on small NumPy arrays (samples and
+windows arrive as NumPy) through :mod:`dsort.engine.numpy_engine`, so the order (NaN position,
+descending, byte keys) is the engine's.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .engine import numpy_engine as E
+
+
+def sample_spacing(run_sizes, n_targets: int) -> int:
+    """The sample spacing ``s`` for runs of ``run_sizes`` and ``n_targets`` cuts.
+
+    Samples cost ``n / s`` keys, windows about ``2 * P * s`` keys per cut; the sum is least at
+    ``s = sqrt(n / (2 * P * n_targets))``.
+    """
+    n = int(sum(run_sizes))
+    p = max(1, len(run_sizes))
+    return max(1, math.isqrt(n // max(1, 2 * p * max(1, n_targets))))
+
+
+def sample_positions(offset: int, size: int, spacing: int) -> tuple[int, int]:
+    """``(start, step)``: a chunk at ``offset`` of its run, of ``size`` elements, holds the run's
+    sample positions ``offset + start``, ``offset + start + step``, ... below ``offset + size``."""
+    return (-offset) % spacing, spacing
+
+
+def _bounds_at(idx, pos_by_run, own_run, own_pos, counts, sizes, spacing, lower):
+    """Per-run rank bounds of the sorted sample at ``idx`` (-1: before all, len: after all).
+
+    ``m`` samples of run ``q`` come before the sample, so its rank in ``q`` lies in
+    ``[(m - 1) * s + 1, min(m * s, n_q)]`` (0 when ``m == 0``); in its own run it is exact.
+    """
+    p = len(sizes)
+    if idx < 0:
+        return np.zeros(p, np.int64)
+    if idx >= len(own_run):
+        return sizes.copy()
+    m = np.array([np.searchsorted(pos_by_run[q], idx) for q in range(p)], dtype=np.int64)
+    if lower:
+        b = np.where(m > 0, (m - 1) * spacing + 1, 0)
+    else:
+        b = np.where(m == counts, sizes, m * spacing)
+    b[own_run[idx]] = own_pos[idx]
+    return b.astype(np.int64)
+
+
+def windows(samples, run_sizes, spacing, targets, descending=False, na_position="last"):
+    """Windows around the cuts, from the regular samples of every run.
+
+    ``samples[q]`` holds the keys at positions ``0, s, 2s, ...`` of run ``q`` (NumPy, in run order;
+    so ``ceil(n_q / s)`` of them). Returns ``(lo, hi)``, int64 arrays of shape
+    ``(len(targets), P)``: the cut of target ``k`` in run ``q`` lies in ``[lo[t, q], hi[t, q]]``.
+
+    A sample's rank among all samples, split by run, bounds its global rank ``R`` to
+    ``[r_lo, r_hi]``; the last sample with ``r_hi <= k`` (``R <= k``) and the first with
+    ``r_lo >= k`` (``R >= k``) enclose the cut in every run.
+    """
+    sizes = np.asarray(run_sizes, dtype=np.int64).reshape(-1)
+    targets = np.asarray(targets, dtype=np.int64).reshape(-1)
+    p, s = len(sizes), int(spacing)
+    counts = -(-sizes // s)
+    got = np.array([len(x) for x in samples], dtype=np.int64)
+    if len(samples) != p or not np.array_equal(got, counts):
+        raise ValueError(f"expected {counts.tolist()} samples per run at spacing {s}, got {got.tolist()}")
+    if targets.size and (targets.min() < 0 or targets.max() > sizes.sum()):
+        raise ValueError(f"targets must lie in [0, {int(sizes.sum())}]")
+    nonempty = [x for x in samples if len(x)]
+    if not nonempty:
+        z = np.zeros((len(targets), p), np.int64)
+        return z, z.copy()
+    keys = np.concatenate(nonempty)
+    run = np.repeat(np.arange(p), counts)
+    j = np.concatenate([np.arange(c) for c in counts])
+    order = E.argsort(keys, descending=descending, na_position=na_position)
+    run, j = run[order], j[order]
+    t = np.arange(len(order), dtype=np.int64)
+    # Before sorted sample t: t - j samples of other runs; F of them are first samples of their
+    # run (less this run's own first one when j > 0); G corrects m * s to n_q for exhausted runs.
+    first = np.cumsum(j == 0) - (j == 0)
+    last_excess = np.where(j == counts[run] - 1, counts[run] * s - sizes[run], 0)
+    g = np.cumsum(last_excess) - last_excess
+    r_lo = s * (t - j) - (s - 1) * (first - (j > 0)) + j * s
+    r_hi = s * (t - j) - g + j * s
+    # Both bounds rise along the sorted samples; the running max / min keep that true by
+    # construction, and stay valid bounds.
+    r_hi = np.maximum.accumulate(r_hi)
+    r_lo = np.minimum.accumulate(r_lo[::-1])[::-1]
+    pos_by_run = [np.flatnonzero(run == q) for q in range(p)]
+    lo = np.empty((len(targets), p), np.int64)
+    hi = np.empty((len(targets), p), np.int64)
+    for i, k in enumerate(targets):
+        below = int(np.searchsorted(r_hi, k, side="right")) - 1
+        above = int(np.searchsorted(r_lo, k, side="left"))
+        lo[i] = _bounds_at(below, pos_by_run, run, j * s, counts, sizes, s, lower=True)
+        hi[i] = _bounds_at(above, pos_by_run, run, j * s, counts, sizes, s, lower=False)
+    return lo, hi
+
+
+def exact_cuts(window_keys, lo, targets, descending=False, na_position="last"):
+    """Exact cuts from the windows: ``window_keys[t][q]`` holds run ``q``'s keys at positions
+    ``lo[t, q]`` up to ``hi[t, q]`` (NumPy). Returns the cuts, int64 of shape ``(len(targets), P)``.
+
+    Everything before ``lo`` comes before the cut; of the window elements, the first
+    ``k - sum(lo)`` in (key, run, position) order (a stable sort of the windows concatenated in
+    run order) complete it.
+    """
+    lo = np.asarray(lo, dtype=np.int64)
+    targets = np.asarray(targets, dtype=np.int64).reshape(-1)
+    cuts = lo.copy()
+    for i, k in enumerate(targets):
+        need = int(k - lo[i].sum())
+        parts = window_keys[i]
+        lengths = np.array([len(x) for x in parts], dtype=np.int64)
+        if need < 0 or need > lengths.sum():
+            raise ValueError(f"target {int(k)} lies outside its windows: sampling bounds were wrong")
+        if need == 0:
+            continue
+        run = np.repeat(np.arange(len(parts)), lengths)
+        order = E.argsort(np.concatenate(parts), descending=descending, na_position=na_position)
+        cuts[i] += np.bincount(run[order[:need]], minlength=len(parts))
+    return cuts
+
+
+def boundaries(run_sizes, cuts):
+    """All cut rows of a merge: a row of zeros, the interior ``cuts``, then the run sizes; output
+    chunk ``t`` takes positions ``[b[t, q], b[t + 1, q])`` of every run ``q``."""
+    sizes = np.asarray(run_sizes, dtype=np.int64).reshape(1, -1)
+    cuts = np.asarray(cuts, dtype=np.int64).reshape(-1, sizes.shape[1])
+    return np.concatenate([np.zeros_like(sizes), cuts, sizes])
+
+
+def interior_targets(chunk_sizes):
+    """Target ranks of the boundaries between output chunks of the given sizes."""
+    return np.cumsum(np.asarray(chunk_sizes, dtype=np.int64))[:-1]
+

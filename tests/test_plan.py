@@ -1,0 +1,140 @@
+"""Property tests of the splitter functions alone (dsort.plan), on NumPy runs.
+
+The cuts are checked against their definition with the independent reference order
+(tests/reference.py): cut sums equal the target ranks, and every element left of a cut comes
+before every element right of it, ties by run order.
+"""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from dsort import plan
+from dsort.engine import numpy_engine as E
+
+from .reference import compare
+
+ORDERS = [(d, na) for d in (False, True) for na in ("last", "first")]
+
+
+def _value(run, i):
+    v = run[i]
+    if run.ndim == 2:
+        return bytes(v)
+    return float(v) if run.dtype.kind == "f" else int(v)
+
+
+@st.composite
+def runs_and_targets(draw):
+    """P sorted runs: random sizes (empty runs, one run, skew: each run draws from its own range),
+    heavy duplicates, all-equal, NaN, byte rows; the order (descending, NaN position); targets."""
+    kind = draw(st.sampled_from(["int", "float", "rows"]))
+    descending, na_position = draw(st.sampled_from(ORDERS))
+    p = draw(st.integers(1, 8))
+    seed = draw(st.integers(0, 2**32 - 1))
+    rng = np.random.default_rng(seed)
+    runs = []
+    for _ in range(p):
+        n = draw(st.sampled_from([0, 1, 2, 5, 17, 40, 100]))
+        base = draw(st.integers(-50, 50))
+        width = draw(st.sampled_from([1, 2, 3, 10, 1000]))
+        raw = rng.integers(base, base + width, n)
+        if kind == "int":
+            x = raw.astype(np.int64)
+        elif kind == "float":
+            x = raw.astype(np.float64)
+            x[rng.random(n) < draw(st.sampled_from([0.0, 0.2, 1.0]))] = np.nan
+        else:
+            x = (raw % 3).astype(np.uint8)[:, None] * np.ones((1, 3), np.uint8)
+            x[:, 2] = rng.integers(0, 2, n)
+        runs.append(E.sort(x, descending=descending, na_position=na_position))
+    total = sum(len(r) for r in runs)
+    targets = np.array(sorted(draw(st.lists(st.integers(0, total), min_size=1, max_size=6))), np.int64)
+    spacing = draw(st.one_of(st.integers(1, 12), st.just(plan.sample_spacing([len(r) for r in runs], len(targets)))))
+    return runs, targets, spacing, descending, na_position
+
+
+def _cuts(runs, targets, spacing, descending, na_position):
+    sizes = [len(r) for r in runs]
+    samples = [r[0::spacing] for r in runs]
+    lo, hi = plan.windows(samples, sizes, spacing, targets, descending, na_position)
+    windows = [[r[lo[t, q] : hi[t, q]] for q, r in enumerate(runs)] for t in range(len(targets))]
+    return plan.exact_cuts(windows, lo, targets, descending, na_position), lo, hi
+
+
+@settings(max_examples=300, deadline=None)
+@given(runs_and_targets())
+def test_cuts_are_exact_and_stable(case):
+    runs, targets, spacing, descending, na_position = case
+    cuts, lo, hi = _cuts(runs, targets, spacing, descending, na_position)
+    assert cuts.shape == (len(targets), len(runs))
+    assert np.array_equal(cuts.sum(axis=1), targets)
+    assert (lo <= cuts).all() and (cuts <= hi).all()
+    for row in cuts:
+        for q, (rq, cq) in enumerate(zip(runs, row)):
+            if cq == 0:
+                continue
+            left = _value(rq, cq - 1)  # the last element left of the cut in run q
+            for r, (rr, cr) in enumerate(zip(runs, row)):
+                if cr == len(rr):
+                    continue
+                right = _value(rr, cr)  # the first element right of the cut in run r
+                c = compare(left, right, descending, na_position)
+                assert c < 0 or (c == 0 and q <= r), (q, r, left, right)
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs_and_targets())
+def test_windows_stay_small(case):
+    """Windows hold about 2 * P * s keys per cut in all, never a whole run."""
+    runs, targets, spacing, descending, na_position = case
+    _, lo, hi = _cuts(runs, targets, spacing, descending, na_position)
+    p = len(runs)
+    assert ((hi - lo).sum(axis=1) <= 2 * (p + 1) * spacing).all()
+
+
+@pytest.mark.parametrize("descending, na_position", ORDERS)
+def test_skewed_runs(descending, na_position):
+    """One run holds every small key: all early cuts fall in that run alone."""
+    small = E.sort(np.arange(1000.0), descending=descending, na_position=na_position)
+    runs = [np.full(500, 5000.0), small, np.full(300, np.nan), np.array([])]
+    if descending:
+        runs[0], runs[1] = runs[1], runs[0]
+    targets = np.array([0, 1, 250, 999, 1000, 1001, 1500, 1800])
+    cuts, _, _ = _cuts(runs, targets, 7, descending, na_position)
+    run = np.repeat(np.arange(4), [len(r) for r in runs])
+    owner = run[E.argsort(np.concatenate(runs), descending=descending, na_position=na_position)]
+    expected = np.array([np.bincount(owner[:k], minlength=4) for k in targets])
+    assert np.array_equal(cuts, expected)
+
+
+def test_all_equal_cuts_follow_run_order():
+    runs = [np.zeros(10, np.int32), np.zeros(0, np.int32), np.zeros(7, np.int32), np.zeros(5, np.int32)]
+    cuts, _, _ = _cuts(runs, np.array([3, 10, 12, 20]), 2, False, "last")
+    assert cuts.tolist() == [[3, 0, 0, 0], [10, 0, 0, 0], [10, 0, 2, 0], [10, 0, 7, 3]]
+
+
+def test_no_samples():
+    lo, hi = plan.windows([np.array([]), np.array([])], [0, 0], 3, [0])
+    assert lo.tolist() == hi.tolist() == [[0, 0]]
+
+
+def test_wrong_sample_count_is_an_error():
+    with pytest.raises(ValueError, match="samples per run"):
+        plan.windows([np.arange(3)], [10], 3, [5])
+
+
+def test_sample_positions_cover_the_run():
+    spacing, sizes = 4, [3, 0, 5, 1, 9]
+    got = []
+    for off, n in zip(np.cumsum([0] + sizes[:-1]), sizes):
+        start, step = plan.sample_positions(int(off), n, spacing)
+        got += [int(off) + i for i in range(start, n, step)]
+    assert got == list(range(0, sum(sizes), spacing))
+
+
+def test_sample_spacing_balances_samples_and_windows():
+    assert plan.sample_spacing([0], 1) == 1
+    s = plan.sample_spacing([2**26] * 16, 15)
+    assert 1000 < s < 2000  # sqrt(2^30 / (2 * 16 * 15))
