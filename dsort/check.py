@@ -1,0 +1,219 @@
+"""Verification of sorted data, as the Sort Benchmark's ``valsort`` does it, one chunk at a time.
+
+A *summary* of a sequence of records holds its record count, its checksum, how many records are out
+of order, how many keys equal the previous key, and its first and last key. Summaries of consecutive
+chunks combine exactly (:func:`combine`), so a file larger than memory is checked chunk by chunk,
+in parallel, and the result equals the summary of the whole file.
+
+* **checksum** (``valsort``'s): the sum over records of the CRC-32 (zlib's) of each record's bytes. A
+  sum does not depend on the order, so a sort leaves it unchanged, and a lost, duplicated or changed
+  record changes it (barring a CRC collision). For Parquet rows, whose width varies, the record hash
+  is pandas' ``hash_pandas_object`` of the row instead (see :mod:`dsort.io.parquet`).
+* **order**: byte keys compare as unsigned bytes (``memcmp``); numbers by value with NaN last (both
+  directions), as :mod:`dsort.engine.keys` defines.
+* **duplicates**: records whose key equals the previous record's key (in a sorted file: the number
+  of records minus the number of distinct keys).
+
+Every function here takes NumPy or CuPy arrays (the array module is taken from the input), so the
+sort computes its checksums on the device that holds the data.
+"""
+
+from __future__ import annotations
+
+import functools
+import zlib
+from dataclasses import dataclass, field
+
+import numpy as np
+
+_BLOCK = 1 << 14  # records per pass of the CRC tables: keeps one block's columns in cache
+
+
+def _xp(a):
+    if type(a).__module__.split(".")[0] == "cupy":
+        import cupy
+
+        return cupy
+    return np
+
+
+@functools.lru_cache(maxsize=8)
+def _crc_tables(width: int):
+    """Tables that make the CRC-32 of a ``width``-byte message an XOR of table entries.
+
+    CRC-32 is affine over GF(2) for a fixed length: ``crc(m) = crc(0) ^ XOR_i L_i[m_i]`` with
+    ``L_i[b] = crc(b at position i, zeros elsewhere) ^ crc(0)``. Pairs of bytes share one 65536-entry
+    table (half the lookups); an odd last byte gets its own 256-entry table. Built with zlib itself.
+    """
+    zero = zlib.crc32(bytes(width))
+    single = np.empty((width, 256), np.uint32)
+    msg = bytearray(width)
+    for i in range(width):
+        for b in range(256):
+            msg[i] = b
+            single[i, b] = zlib.crc32(msg) ^ zero
+        msg[i] = 0
+    pairs = width // 2
+    # a little-endian uint16 holds byte 2i in its low and byte 2i+1 in its high half
+    double = (single[0 : 2 * pairs : 2][:, None, :] ^ single[1 : 2 * pairs : 2][:, :, None]).reshape(pairs, 65536)
+    last = single[width - 1] if width % 2 else None
+    return np.uint32(zero), double, last
+
+
+@functools.lru_cache(maxsize=8)
+def _device_tables(width: int, device: int):
+    import cupy
+
+    zero, double, last = _crc_tables(width)
+    return zero, cupy.asarray(double), None if last is None else cupy.asarray(last)
+
+
+def crc32_rows(rows):
+    """CRC-32 of each row of a 2-D ``uint8`` array (one record per row), as ``zlib.crc32`` gives it.
+
+    Vectorized: about ``width / 2`` table lookups per record, no Python loop over records.
+    """
+    xp = _xp(rows)
+    if rows.ndim != 2 or rows.dtype != np.uint8:
+        raise ValueError(f"records must be a 2-D uint8 array, got {rows.dtype} of shape {rows.shape}")
+    n, width = rows.shape
+    if xp is np:
+        zero, double, last = _crc_tables(width)
+    else:
+        zero, double, last = _device_tables(width, xp.cuda.Device().id)
+    crc = xp.full(n, zero, dtype=xp.uint32)
+    if width == 0 or n == 0:
+        return crc
+    pairs = width // 2
+    block = _BLOCK if xp is np else max(n, 1)
+    tmp = xp.empty(min(block, n), xp.uint32)
+    for s in range(0, n, block):
+        part = rows[s : s + block]
+        m = len(part)
+        out, t = crc[s : s + m], tmp[:m]
+        if pairs:
+            cols = xp.ascontiguousarray(xp.ascontiguousarray(part[:, : 2 * pairs]).view(xp.uint16).T)
+            for i in range(pairs):
+                xp.take(double[i], cols[i], out=t)
+                out ^= t
+        if last is not None:
+            xp.take(last, xp.ascontiguousarray(part[:, width - 1]), out=t)
+            out ^= t
+    return crc
+
+
+def as_rows(x):
+    """Any C-contiguous array as 2-D ``uint8`` rows: one row of bytes per element along axis 0."""
+    xp = _xp(x)
+    x = xp.ascontiguousarray(x)
+    n = x.shape[0] if x.ndim else 1
+    return x.reshape(n, -1).view(xp.uint8) if x.size else xp.zeros((n, 0), xp.uint8)
+
+
+# -- order ---------------------------------------------------------------------------------------
+
+
+def _pair_order(a, b, descending: bool):
+    """For consecutive keys ``a[i], b[i]`` (b follows a): boolean arrays (out of order, equal)."""
+    xp = _xp(a)
+    if a.ndim == 2:  # byte rows: the first differing byte decides, as memcmp
+        ne = a != b
+        differ = ne.any(axis=1)
+        first = xp.argmax(ne, axis=1)
+        idx = xp.arange(len(a))
+        da, db = a[idx, first], b[idx, first]
+        wrong = differ & ((da < db) if descending else (da > db))
+        return wrong, ~differ
+    if a.dtype.kind == "f":
+        na, nb = xp.isnan(a), xp.isnan(b)
+        wrong = ((b > a) if descending else (b < a)) | (na & ~nb)  # NaN last in both directions
+        return wrong, (a == b) | (na & nb)
+    if a.dtype == np.bool_:
+        a, b = a.astype(xp.uint8), b.astype(xp.uint8)
+    return ((b > a) if descending else (b < a)), a == b
+
+
+@dataclass
+class Summary:
+    """What ``valsort`` reports about a sequence of records (see the module docstring)."""
+
+    records: int = 0
+    checksum: int = 0
+    unordered: int = 0  # records that come before their predecessor's key
+    duplicates: int = 0  # records whose key equals their predecessor's
+    first_unordered: int | None = None  # index of the first such record
+    first_key: object = field(default=None, repr=False)
+    last_key: object = field(default=None, repr=False)
+    bytes: int = 0
+
+    @property
+    def sorted(self) -> bool:
+        return self.unordered == 0
+
+    def describe(self) -> str:
+        return f"{self.records:,} records, checksum {self.checksum:x}"
+
+
+def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbytes: int | None = None) -> Summary:
+    """Summary of one chunk: ``keys`` (1-D numbers or 2-D byte rows) and the records' bytes ``rows``.
+
+    ``rows`` defaults to the keys' own bytes (a ``.npy`` array: the record is the element). Pass
+    ``checksums`` (one uint32/uint64 hash per record) instead of ``rows`` for records that are not
+    fixed-width bytes. Returns host values only, whatever device ``keys`` is on.
+    """
+    xp = _xp(keys)
+    n = len(keys)
+    if checksums is None:
+        rows = as_rows(keys) if rows is None else rows
+        checksums = crc32_rows(rows)
+        nbytes = rows.size if nbytes is None else nbytes
+    s = Summary(records=n, checksum=exact_sum(checksums), bytes=int(nbytes or 0))
+    if n:
+        wrong, equal = _pair_order(keys[:-1], keys[1:], descending)
+        s.unordered = int(wrong.sum())
+        s.duplicates = int(equal.sum())
+        if s.unordered:
+            s.first_unordered = int(xp.argmax(wrong)) + 1
+        s.first_key, s.last_key = _host(keys[:1]), _host(keys[-1:])
+    return s
+
+
+def exact_sum(h) -> int:
+    """The exact sum of unsigned 32- or 64-bit hashes, as a Python int (no wrap-around)."""
+    xp = _xp(h)
+    if not len(h):
+        return 0
+    if h.dtype.itemsize <= 4:
+        return int(h.astype(xp.uint64).sum())
+    h = h.astype(xp.uint64)
+    return (int((h >> xp.uint64(32)).sum()) << 32) + int((h & xp.uint64(0xFFFFFFFF)).sum())
+
+
+def _host(a):
+    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def combine(parts, *, descending: bool = False) -> Summary:
+    """The summary of consecutive chunks, given their summaries in order (empty chunks allowed)."""
+    total = Summary()
+    for p in parts:
+        if not p.records:
+            continue
+        if total.records and total.last_key is not None and p.first_key is not None:
+            wrong, equal = _pair_order(total.last_key, p.first_key, descending)
+            if bool(wrong[0]):
+                total.unordered += 1
+                if total.first_unordered is None:
+                    total.first_unordered = total.records
+            total.duplicates += int(equal[0])
+        else:
+            total.first_key = p.first_key
+        if p.first_unordered is not None and total.first_unordered is None:
+            total.first_unordered = total.records + p.first_unordered
+        total.unordered += p.unordered
+        total.duplicates += p.duplicates
+        total.records += p.records
+        total.checksum += p.checksum
+        total.bytes += p.bytes
+        total.last_key = p.last_key
+    return total

@@ -1,0 +1,209 @@
+"""The cluster a command runs on, its progress bars and its per-phase times.
+
+``--scheduler ADDRESS`` connects to a running cluster; otherwise dsort starts an embedded one:
+``dask_cuda.LocalCUDACluster`` (one worker per visible GPU) where CuPy sees a GPU and dask-cuda is
+installed, else ``distributed.LocalCluster``. The keywords are the clusters' own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import sys
+import time
+from dataclasses import dataclass, field
+
+from dask.utils import format_bytes, format_time
+
+# Task names (less their "-<token>") → the phase they belong to; any other task is the sort's own.
+PHASES = {
+    "dsort-read": "read",
+    "dsort-to-device": "read",
+    "dsort-keys": "read",
+    "dsort-payload": "read",
+    "dsort-encode": "read",
+    "dsort-checksum-input": "checksum",
+    "dsort-df-split": "gather",
+    "dsort-df-gather": "gather",
+    "dsort-df-assemble": "gather",
+    "dsort-write": "write",
+    "dsort-check": "check",
+}
+ORDER = ["read", "checksum", "sort", "gather", "write", "check"]
+
+
+def make_phase_of():
+    """``key -> phase name``. Built here as a closure, so cloudpickle ships it by value to a
+    scheduler that may not have dsort installed (the progress bars group keys on the scheduler)."""
+    table = dict(PHASES)
+
+    def phase_of(key):
+        name = key[0] if isinstance(key, tuple) else key
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        return table.get(name.rsplit("-", 1)[0], "sort")  # names end in "-<token>"
+
+    return phase_of
+
+
+@dataclass
+class Session:
+    client: object
+    kind: str  # "LocalCluster", "LocalCUDACluster" or the scheduler's address
+    gpu: bool  # chunks go to the workers' GPUs
+    workers: int
+    threads: int
+    memory_limit: int  # per worker, bytes (0: none)
+    device_memory_limit: int | None
+    dashboard: str | None
+    phases: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        mem = format_bytes(self.memory_limit) if self.memory_limit else "no limit"
+        dev = f", device memory limit {format_bytes(self.device_memory_limit)}" if self.device_memory_limit else ""
+        gpu = " (GPU)" if self.gpu else ""
+        return f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit {mem} per worker{dev}"
+
+
+def _gpu_available() -> bool:
+    from .io._blocks import has_gpu
+
+    if not has_gpu():
+        return False
+    try:
+        import dask_cuda  # noqa: F401
+    except ImportError:
+        print("dsort: CuPy sees a GPU but dask-cuda is not installed; using a CPU LocalCluster (pip install 'dsort[gpu]')", file=sys.stderr)
+        return False
+    return True
+
+
+@contextlib.contextmanager
+def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
+            local_directory=None, dashboard_address=":0", quiet=False):
+    """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards)."""
+    from distributed import Client, LocalCluster
+
+    from .io._blocks import has_gpu
+
+    with contextlib.ExitStack() as stack:
+        if scheduler:
+            client = stack.enter_context(Client(scheduler, timeout="30s"))
+            kind = scheduler
+            gpu = all(client.run(has_gpu).values()) if client.scheduler_info()["workers"] else False
+        else:
+            common = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit,
+                          local_directory=local_directory, dashboard_address=dashboard_address, silence_logs=logging.ERROR)
+            if _gpu_available():
+                from dask_cuda import LocalCUDACluster
+
+                cluster = stack.enter_context(LocalCUDACluster(device_memory_limit=device_memory_limit, **common))
+                kind, gpu = "LocalCUDACluster", True
+            else:
+                common = {k: v for k, v in common.items() if v is not None}
+                cluster = stack.enter_context(LocalCluster(**common))
+                kind, gpu = "LocalCluster", False
+            # closing an embedded cluster cancels the scheduler's progress feeds, which it logs as
+            # errors: noise once the work is done
+            stack.callback(logging.getLogger("distributed.scheduler").setLevel, logging.CRITICAL)
+            client = stack.enter_context(Client(cluster))
+        info = client.scheduler_info()
+        workers = info["workers"].values()
+        dashboard = client.dashboard_link if "dashboard" in info.get("services", {}) and (scheduler or _has_bokeh()) else None
+        s = Session(
+            client=client, kind=kind, gpu=gpu, workers=len(workers), threads=sum(w["nthreads"] for w in workers),
+            memory_limit=min((w.get("memory_limit") or 0 for w in workers), default=0),
+            device_memory_limit=_parse_bytes(device_memory_limit) if gpu else None, dashboard=dashboard,
+        )
+        if not quiet:
+            print(f"cluster: {s.describe()}")
+            print(f"dashboard: {dashboard}" if dashboard else "dashboard: not running (the dashboard needs bokeh: pip install 'bokeh>=3.1')")
+        yield s
+
+
+def _has_bokeh() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("bokeh") is not None
+
+
+def _parse_bytes(x):
+    from dask.utils import parse_bytes
+
+    if x in (None, "auto", 0, "0"):
+        return None
+    return parse_bytes(x) if isinstance(x, str) else int(x)
+
+
+def progress_bars(futures, client, width: int = 12, stream=None) -> None:
+    """One progress bar per phase, on one line, until ``futures`` finish; driven by the scheduler's
+    MultiProgress plugin (dask's own progress machinery, grouped by phase). On a terminal the line
+    is redrawn; elsewhere only the final state is printed. Never fails the computation."""
+    from distributed.diagnostics.progressbar import MultiProgressBar
+    from distributed.utils import LoopRunner
+
+    stream = stream or sys.stdout
+
+    class Bars(MultiProgressBar):
+        last = ""
+
+        def _draw_bar(self, remaining, all, **kwargs):
+            parts = []
+            for phase in sorted(all, key=lambda p: ORDER.index(p) if p in ORDER else 99):
+                total = all[phase]
+                frac = 1 - remaining.get(phase, 0) / total if total else 1.0
+                fill = int(width * frac)
+                parts.append(f"{phase} [{'#' * fill}{'.' * (width - fill)}] {int(100 * frac):3d}%")
+            self.last = " ".join(parts) + f"  {format_time(self.elapsed)}"
+            if stream.isatty():
+                stream.write("\r\33[2K" + self.last)
+                stream.flush()
+
+        def _draw_stop(self, **kwargs):
+            if self.last:
+                stream.write(("\r\33[2K" if stream.isatty() else "") + self.last + "\n")
+                stream.flush()
+
+    try:
+        bars = Bars(futures, client.scheduler.address, group_by=make_phase_of(), complete=True, interval="200ms")
+        LoopRunner(loop=client.loop).run_sync(bars.listen)
+    except Exception as e:
+        print(f"(progress bars unavailable: {e!r})", file=sys.stderr)
+
+
+def run(session: Session, *collections, progress: bool = True):
+    """Compute ``collections`` on the session's cluster with phase bars; return the results and
+    record per-phase times (task seconds and wall-clock span) in ``session.phases``."""
+    from distributed import get_task_stream, wait
+
+    client = session.client
+    t0 = time.perf_counter()
+    with get_task_stream(client=client) as ts:
+        futures = client.compute(list(collections))
+        if progress:
+            progress_bars(futures, client)
+        wait(futures)
+        results = client.gather(futures)
+    session.phases = phase_times(ts.data)
+    session.phases["_wall"] = time.perf_counter() - t0
+    return results
+
+
+def phase_times(records) -> dict:
+    """``{phase: (task seconds, span seconds)}`` from task-stream records: the span runs from the
+    phase's first task start to its last task end (phases overlap: the graph streams)."""
+    phase_of = make_phase_of()
+    acc: dict = {}
+    for r in records:
+        for ss in r.get("startstops", ()):
+            if ss.get("action") != "compute":
+                continue
+            p = phase_of(r["key"])
+            busy, lo, hi = acc.get(p, (0.0, float("inf"), float("-inf")))
+            acc[p] = (busy + ss["stop"] - ss["start"], min(lo, ss["start"]), max(hi, ss["stop"]))
+    return {p: (busy, hi - lo) for p, (busy, lo, hi) in acc.items()}
+
+
+def format_phases(phases: dict) -> str:
+    items = [(p, v) for p, v in phases.items() if not p.startswith("_")]
+    items.sort(key=lambda pv: ORDER.index(pv[0]) if pv[0] in ORDER else 99)
+    return ", ".join(f"{p} {busy:.2f} s busy / {span:.2f} s span" for p, (busy, span) in items)

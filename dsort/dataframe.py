@@ -1,0 +1,190 @@
+"""Sorting dask dataframes by columns, with pandas' semantics, on top of :mod:`dsort.array`.
+
+``sort_values(df, by, ascending=True, na_position="last")`` equals pandas'
+``df.sort_values(by, ascending=..., na_position=..., kind="stable")`` on the concatenated
+partitions: stable (ties keep their input order), missing values (NaN, None, NaT, pd.NA) last (or
+first), index labels kept; the result has the input's partition lengths.
+
+How: the ``by`` columns of each row are encoded as one fixed-width byte key whose ``memcmp`` order
+is the wanted order (:func:`encode_keys`), :func:`dsort.array.argsort` sorts those byte rows
+globally, and each output partition gathers its rows from the input partitions: one small task per
+(input partition, output partition) pair, so no task holds more than one input partition.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as pdt
+
+__all__ = ["sort_values", "encode_keys", "max_string_widths"]
+
+
+def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool) -> np.ndarray:
+    """One column as byte rows: a missing-value byte, then the value's order-preserving bytes
+    (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
+    descending, the missing-value byte never, so missing values stay last/first both ways)."""
+    n = len(s)
+    na = s.isna().to_numpy(dtype=bool, copy=True)
+    dtype = s.dtype
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        s, dtype = s.dt.tz_convert("UTC").dt.tz_localize(None), np.dtype("datetime64[ns]")
+    if pdt.is_bool_dtype(dtype):
+        v = s.to_numpy(dtype=np.uint8, na_value=0).reshape(n, 1)
+    elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
+        if pdt.is_integer_dtype(dtype):
+            np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+            x = s.to_numpy(dtype=np_dtype, na_value=0)
+        else:
+            x = s.to_numpy().view(np.int64).copy()  # a copy: pandas may hand out read-only views
+            x[na] = 0
+            np_dtype = np.dtype(np.int64)
+        u = x.view(f"u{np_dtype.itemsize}")
+        if np_dtype.kind == "i":
+            u = u ^ np.array(1 << (8 * np_dtype.itemsize - 1), dtype=u.dtype)
+        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
+    elif pdt.is_float_dtype(dtype):
+        np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+        if np_dtype.itemsize not in (4, 8):
+            np_dtype = np.dtype(np.float64)
+        x = s.to_numpy(dtype=np_dtype, na_value=np.nan)
+        na |= np.isnan(x)
+        bits = np.where(na, 0, x + np_dtype.type(0.0)).astype(np_dtype).view(f"u{np_dtype.itemsize}")  # -0.0 → +0.0
+        top = np.array(1 << (8 * np_dtype.itemsize - 1), dtype=bits.dtype)
+        u = np.where(bits & top, ~bits, bits | top)
+        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
+    elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
+        enc = s.astype(object).where(~na, "").map(_utf8)
+        width = max(int(width or 0), 1)
+        # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads
+        v = np.array(enc.tolist(), dtype=f"S{width}").view(np.uint8).reshape(n, width) if n else np.empty((0, width), np.uint8)
+    else:
+        raise TypeError(f"cannot sort by column {s.name!r} of dtype {dtype}; dsort sorts by numbers, booleans, dates and strings")
+    if descending:
+        v = ~v
+    flag = (na if not na_first else ~na).astype(np.uint8).reshape(n, 1)
+    v = np.where(na[:, None], 0, v).astype(np.uint8)
+    return np.concatenate([flag, v], axis=1)
+
+
+def _utf8(x) -> bytes:
+    if not isinstance(x, str):
+        raise TypeError(f"cannot sort a column that mixes strings with {type(x).__name__} values")
+    return x.encode("utf-8")
+
+
+def string_widths(df, by) -> dict:
+    """The widest UTF-8 value of each string ``by`` column of a pandas partition."""
+    out = {}
+    for c in by:
+        s = df[c]
+        if pdt.is_string_dtype(s.dtype) or pdt.is_object_dtype(s.dtype):
+            lens = s.dropna().map(lambda x: len(_utf8(x)))
+            out[c] = int(lens.max()) if len(lens) else 0
+    return out
+
+
+def string_columns(meta: pd.DataFrame, by) -> list:
+    """The ``by`` columns that hold strings (their byte width depends on the data)."""
+    return [c for c in by if pdt.is_string_dtype(meta[c].dtype) or pdt.is_object_dtype(meta[c].dtype)]
+
+
+def max_string_widths(parts, columns) -> dict:
+    """The widest UTF-8 value of each of ``columns`` over the partitions ``parts`` (delayed): one pass."""
+    import dask
+    from dask.delayed import delayed
+
+    if not columns:
+        return {}
+    found = dask.compute(*[delayed(string_widths)(p, columns) for p in parts])
+    return {c: max([w[c] for w in found], default=0) for c in columns}
+
+
+def encode_keys(df: pd.DataFrame, by, ascending=True, na_position="last", widths=None) -> np.ndarray:
+    """The ``by`` columns of a pandas dataframe as byte rows ``(len(df), width)`` whose unsigned
+    byte order is pandas' order for ``sort_values(by, ascending, na_position)``. ``widths``: the
+    byte width of each string column (equal across partitions; :func:`string_widths`)."""
+    by, ascending = _normalize(by, ascending)
+    if na_position not in ("last", "first"):
+        raise ValueError(f"na_position must be 'last' or 'first', got {na_position!r}")
+    widths = widths or string_widths(df, by)
+    cols = [_column_key(df[c], widths.get(c), not a, na_position == "first") for c, a in zip(by, ascending)]
+    return np.ascontiguousarray(np.concatenate(cols, axis=1))
+
+
+def _normalize(by, ascending):
+    by = [by] if isinstance(by, str) else list(by)
+    if not by:
+        raise ValueError("sort_values needs at least one column in by")
+    ascending = [ascending] * len(by) if isinstance(ascending, bool) else list(ascending)
+    if len(ascending) != len(by):
+        raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
+    return by, ascending
+
+
+def _split(perm, offsets):
+    """For one output partition's global row numbers: per input partition, (local rows, places)."""
+    src = np.searchsorted(offsets, perm, side="right") - 1
+    order = np.argsort(src, kind="stable")
+    bounds = np.searchsorted(src[order], np.arange(len(offsets)))
+    return [
+        (perm[order[a:b]] - offsets[i], order[a:b])
+        for i, (a, b) in enumerate(zip(bounds, list(bounds[1:]) + [len(order)]))
+    ]
+
+
+def _take(part, pieces, i):
+    rows, places = pieces[i]
+    return part.iloc[rows], places
+
+
+def _assemble(meta, n, *taken):
+    frames = [f for f, _ in taken if len(f)]
+    if not frames:
+        return meta.iloc[:0]
+    places = np.concatenate([p for f, p in taken if len(f)])
+    out = pd.concat(frames)
+    inverse = np.empty(n, dtype=np.int64)
+    inverse[places] = np.arange(n)
+    return out.iloc[inverse]
+
+
+def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, widths=None, strategy="auto"):
+    """Sort a dask dataframe by ``by`` (a column name or a list), like pandas' stable
+    ``sort_values``: see the module docstring. ``lengths``: the partitions' row counts if known
+    (else computed, one pass); ``widths``: :func:`max_string_widths` of the string ``by`` columns
+    if known (else computed, one pass). Returns a lazy dask dataframe partitioned like ``df``."""
+    import dask
+    import dask.array as da
+    import dask.dataframe as dd
+    from dask.base import tokenize
+    from dask.delayed import delayed
+
+    from .array import argsort
+
+    by, ascending = _normalize(by, ascending)
+    missing = [c for c in by if c not in df.columns]
+    if missing:
+        raise KeyError(f"no column {', '.join(map(repr, missing))}; the columns are {', '.join(map(str, df.columns))}")
+    parts = df.to_delayed(optimize_graph=False)
+    if lengths is None:
+        lengths = dask.compute(*[delayed(len)(p) for p in parts])
+    lengths = [int(n) for n in lengths]
+    meta = df._meta
+    if sum(lengths) == 0:
+        return df
+    if widths is None:
+        widths = max_string_widths(parts, string_columns(meta, by))
+    probe = encode_keys(meta.iloc[:0], by, ascending, na_position, widths)
+    width = probe.shape[1]
+    tok = tokenize(df, by, ascending, na_position, widths)
+    enc = [delayed(encode_keys, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(f"dsort-encode-{tok}", i)) for i, p in enumerate(parts)]
+    keys = da.concatenate([da.from_delayed(e, (n, width), dtype=np.uint8) for e, n in zip(enc, lengths)])
+    perm = argsort(keys, strategy=strategy)
+    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
+    out = []
+    for j, pj in enumerate(perm.to_delayed(optimize_graph=False).ravel()):
+        pieces = delayed(_split, pure=True)(pj, offsets, dask_key_name=(f"dsort-df-split-{tok}", j))
+        taken = [delayed(_take, pure=True)(p, pieces, i, dask_key_name=(f"dsort-df-gather-{tok}", i, j)) for i, p in enumerate(parts)]
+        out.append(delayed(_assemble, pure=True)(meta, lengths[j], *taken, dask_key_name=(f"dsort-df-assemble-{tok}", j)))
+    return dd.from_delayed(out, meta=meta, verify_meta=False)

@@ -1,0 +1,90 @@
+"""Building dask arrays from byte ranges of files, and writing chunks back at their offsets.
+
+Tasks read and write the files themselves, so a cluster's workers must see INPUT and OUTPUT under
+the same paths as the client (one machine, or a shared volume).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+from dask.array import Array
+from dask.base import tokenize
+from dask.highlevelgraph import HighLevelGraph
+
+
+def plan_blocks(lengths, rows_per_block: int):
+    """``[(file index, first row, rows)]`` covering files of ``lengths`` rows, no block across files."""
+    rows_per_block = max(int(rows_per_block), 1)
+    return [(f, s, min(rows_per_block, n - s)) for f, n in enumerate(lengths) for s in range(0, n, rows_per_block)]
+
+
+def read_rows(path: str, offset: int, rows: int, row_shape: tuple, dtype: str):
+    """``rows`` rows of ``row_shape`` starting at byte ``offset``: through a memory map, copied out
+    (the chunk then owns its memory, and pickles or spills as data, not as a file reference)."""
+    if rows == 0:
+        return np.empty((0, *row_shape), dtype)
+    m = np.memmap(path, dtype=dtype, mode="r", offset=offset, shape=(rows, *row_shape))
+    block = np.array(m)
+    del m  # unmaps
+    return block
+
+
+def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_block: int) -> Array:
+    """One dask array over the rows of several files (concatenated), one task per block."""
+    dtype = np.dtype(dtype)
+    blocks = plan_blocks(lengths, rows_per_block)
+    name = f"{name}-{tokenize(name, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)}"
+    row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
+    tail = (0,) * len(row_shape)
+    dsk = {
+        (name, i, *tail): (read_rows, str(files[f]), int(data_offsets[f]) + s * row_bytes, n, row_shape, dtype.str)
+        for i, (f, s, n) in enumerate(blocks)
+    }
+    chunks = (tuple(n for _, _, n in blocks) or (0,), *((d,) for d in row_shape))
+    if not blocks:
+        dsk = {(name, 0, *tail): (np.empty, (0, *row_shape), dtype.str)}
+    graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
+    return Array(graph, name, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
+
+
+def to_host(x):
+    """A NumPy array of ``x`` (a CuPy array is copied to the host)."""
+    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+
+
+def write_at(path, offset: int, data: np.ndarray) -> None:
+    """Write ``data``'s bytes at ``offset`` of an existing file (parallel writers, disjoint ranges)."""
+    buf = memoryview(np.ascontiguousarray(data)).cast("B")
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        done = 0
+        while done < len(buf):
+            done += os.pwrite(fd, buf[done:], offset + done)
+    finally:
+        os.close(fd)
+
+
+def allocate(path: Path, size: int) -> None:
+    """Create ``path`` with ``size`` bytes (sparse until written)."""
+    with open(path, "r+b" if path.exists() else "wb") as f:
+        f.truncate(size)
+
+
+def to_device(x):
+    """``x`` on the worker's current GPU (a CuPy array)."""
+    import cupy
+
+    return cupy.asarray(x)
+
+
+def has_gpu() -> bool:
+    """True where CuPy is installed and sees a CUDA device."""
+    try:
+        import cupy
+
+        return cupy.cuda.runtime.getDeviceCount() > 0
+    except Exception:
+        return False

@@ -1,0 +1,120 @@
+"""``.npy`` files of 1-D numeric arrays: read through memory maps in bounded blocks, written with
+NumPy's own header. Several files are one array, concatenated (they must share one dtype)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .. import check as C
+from ._blocks import allocate, file_array, plan_blocks, read_rows, to_host, write_at
+from ._job import SortJob, each, per_block
+from .errors import InputError
+
+_KINDS = "biuf"
+
+
+def header(path) -> tuple[np.dtype, int, int]:
+    """``(dtype, length, data offset)`` of a 1-D ``.npy`` file dsort can sort, else :class:`InputError`."""
+    try:
+        m = np.load(path, mmap_mode="r")
+        shape, dtype, offset = m.shape, m.dtype, getattr(m, "offset", None)
+        del m
+    except (ValueError, OSError, SyntaxError, EOFError) as e:
+        raise InputError(f"{path}: not a readable .npy file ({e})") from None
+    if offset is None:  # an empty array: NumPy maps nothing, so read the header's length
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            (np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0)(f)
+            offset = f.tell()
+    if len(shape) != 1:
+        raise InputError(f"{path}: dsort sorts 1-D arrays; this .npy holds shape {shape}")
+    if dtype.kind not in _KINDS or (dtype.kind == "f" and dtype.itemsize not in (4, 8)) or dtype.hasobject:
+        raise InputError(f"{path}: unsupported dtype {dtype}; dsort sorts .npy arrays of bool, (u)int8-64, float32 or float64")
+    if not dtype.isnative and dtype.itemsize > 1:
+        raise InputError(f"{path}: dtype {dtype.str} is not in this machine's byte order; convert it with astype({dtype.newbyteorder('=').str!r})")
+    n = shape[0]
+    expected = offset + n * dtype.itemsize
+    size = Path(path).stat().st_size
+    if size < expected:
+        raise InputError(f"{path}: truncated .npy file ({size:,} bytes, its header promises {expected:,})")
+    return dtype, n, offset
+
+
+def inspect(files) -> tuple[np.dtype, list[int], list[int]]:
+    """``(dtype, lengths, data offsets)`` of ``files``, which must share one dtype."""
+    heads = [header(f) for f in files]
+    dtypes = {h[0] for h in heads}
+    if len(dtypes) > 1:
+        raise InputError(f"the input .npy files have different dtypes ({', '.join(sorted(map(str, dtypes)))}); dsort sorts one dtype")
+    dtype = heads[0][0] if heads else np.dtype(np.float64)
+    return dtype, [h[1] for h in heads], [h[2] for h in heads]
+
+
+def read(files, rows_per_block: int):
+    dtype, lens, offsets = inspect(files)
+    return file_array("dsort-read", files, offsets, lens, (), dtype, rows_per_block)
+
+
+def create(path: Path, dtype, n: int) -> int:
+    """Write a ``.npy`` header for ``n`` elements of ``dtype`` at ``path`` and allocate the data;
+    return the data's offset."""
+    head = np.lib.format.header_data_from_array_1_0(np.empty(0, dtype))
+    head["shape"] = (n,)
+    with open(path, "wb") as f:
+        np.lib.format.write_array_header_1_0(f, head)
+        offset = f.tell()
+    allocate(path, offset + n * np.dtype(dtype).itemsize)
+    return offset
+
+
+def _tally(block) -> C.Summary:
+    crc = C.crc32_rows(C.as_rows(block))
+    return C.Summary(records=len(block), checksum=C.exact_sum(crc), bytes=block.nbytes)
+
+
+def _write(block, path, offset, descending):
+    s = C.summarize(block, descending=descending)
+    write_at(path, offset, to_host(block))
+    return s
+
+
+def sort_job(files, tmp: Path, *, rows_per_block: int, descending: bool, to_device=None) -> SortJob:
+    """Tasks that sort the elements of ``files`` into the ``.npy`` file ``tmp`` (created here).
+
+    Order: by value, NaN last in both directions, stable (see :mod:`dsort.engine.keys`)."""
+    from dask.base import tokenize
+
+    from ..array import sort
+
+    dtype, lens, _ = inspect(files)
+    n = sum(lens)
+    start = create(tmp, dtype, n)
+    job = SortJob(records=n, nbytes=n * dtype.itemsize)
+    if n == 0:
+        return job
+    x = read(files, rows_per_block)
+    if to_device is not None:
+        x = x.map_blocks(to_device, dtype=x.dtype, name=f"dsort-to-device-{tokenize(x)}")
+    s = sort(x, descending=descending)
+    offsets = start + np.concatenate([[0], np.cumsum(s.chunks[0])[:-1]]) * dtype.itemsize
+    job.inputs = per_block("dsort-checksum-input", _tally, x.to_delayed(optimize_graph=False).ravel())
+    job.outputs = per_block("dsort-write", _write, s.to_delayed(optimize_graph=False).ravel(), str(tmp), each(offsets.tolist()), descending)
+    return job
+
+
+def _check_block(path, offset, rows, dtype, descending):
+    return C.summarize(read_rows(path, offset, rows, (), dtype), descending=descending)
+
+
+def check_tasks(files, *, rows_per_block: int, descending: bool = False):
+    from dask.base import tokenize
+    from dask.delayed import delayed
+
+    dtype, lens, offsets = inspect(files)
+    name = f"dsort-check-{tokenize([str(f) for f in files], rows_per_block, descending)}"
+    return [
+        delayed(_check_block, pure=True)(str(files[f]), offsets[f] + s * dtype.itemsize, m, dtype.str, descending, dask_key_name=(name, i))
+        for i, (f, s, m) in enumerate(plan_blocks(lens, rows_per_block))
+    ]

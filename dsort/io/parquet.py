@@ -1,0 +1,174 @@
+"""Parquet: read by row groups (one bounded partition each), sorted by columns with
+:func:`dsort.dataframe.sort_values`, written as a directory of parts in order plus a manifest.
+
+The output directory holds ``part-00000.parquet``, ``part-00001.parquet``, ... (the sorted rows in
+that order, one part per input row group) and ``_dsort.json``: the parts in order with their row
+counts, the sort columns and directions, the record count and checksum. Any Parquet reader reads
+the directory; ``dsort check`` reads the manifest to know the order to verify.
+
+Checksum of a row: pandas' ``hash_pandas_object(row, index=False)`` (64 bits; rows vary in width,
+so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .. import check as C
+from ._job import SortJob, each, per_block
+from .errors import InputError
+
+MANIFEST = "_dsort.json"
+
+
+def _open(path):
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.ParquetFile(str(path))
+    except Exception as e:  # pyarrow raises several types for a file that is not Parquet
+        raise InputError(f"{path}: not a readable Parquet file ({e})") from None
+
+
+def row_groups(files) -> tuple[list[tuple[str, int]], list[int], object]:
+    """``(parts, rows per part, schema)``: every row group of ``files`` in order."""
+    parts, lens, schema = [], [], None
+    for f in files:
+        pf = _open(f)
+        if schema is None:
+            schema = pf.schema_arrow
+        elif pf.schema_arrow.names != schema.names:
+            raise InputError(f"{f}: columns {pf.schema_arrow.names} differ from the first file's {schema.names}")
+        for g in range(pf.num_row_groups):
+            parts.append((str(f), g))
+            lens.append(pf.metadata.row_group(g).num_rows)
+    return parts, lens, schema
+
+
+def check_columns(by, schema, where) -> None:
+    names = list(schema.names) if schema is not None else []
+    missing = [c for c in by if c not in names]
+    if missing:
+        raise InputError(f"{where}: no column {', '.join(map(repr, missing))}; its columns are {', '.join(names) or '(none)'}")
+
+
+def read_row_group(part) -> pd.DataFrame:
+    path, group = part
+    return _open(path).read_row_group(group).to_pandas()
+
+
+def read(files):
+    """``(dask dataframe, rows per partition)``: one partition per row group."""
+    import dask.dataframe as dd
+
+    parts, lens, schema = row_groups(files)
+    meta = schema.empty_table().to_pandas()
+    return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label="dsort-read"), lens, schema
+
+
+def row_hashes(df: pd.DataFrame) -> np.ndarray:
+    return pd.util.hash_pandas_object(df, index=False).to_numpy(np.uint64)
+
+
+def _tally(df) -> C.Summary:
+    return C.Summary(records=len(df), checksum=C.exact_sum(row_hashes(df)), bytes=int(df.memory_usage(index=False, deep=False).sum()))
+
+
+def summarize(df, by, ascending, na_position, widths) -> C.Summary:
+    from ..dataframe import encode_keys
+
+    keys = encode_keys(df, by, ascending, na_position, widths)
+    return C.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
+
+
+def _write(df, path, by, ascending, na_position, widths, schema):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    s = summarize(df, by, ascending, na_position, widths)
+    # dask may have changed string dtypes on the way: back to the input's, so the output reads
+    # back as the input did
+    meta = schema.empty_table().to_pandas()
+    df = df.astype({c: t for c, t in meta.dtypes.items() if df[c].dtype != t})
+    pq.write_table(pa.Table.from_pandas(df, schema=schema.remove_metadata(), preserve_index=False), path)
+    return s
+
+
+def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last") -> SortJob:
+    """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``."""
+    from ..dataframe import encode_keys, max_string_widths, sort_values, string_columns
+
+    df, lens, schema = read(files)
+    check_columns(by, schema, files[0] if len(files) == 1 else "the input")
+    ascending = [not descending] * len(by)
+    n = sum(lens)
+    job = SortJob(records=n, nbytes=sum(Path(f).stat().st_size for f in files))
+    names = [f"part-{j:05d}.parquet" for j in range(len(lens))]
+
+    def finish(summaries):
+        manifest = {
+            "format": "dsort-parquet",
+            "by": list(by),
+            "ascending": ascending,
+            "na_position": na_position,
+            "records": int(n),
+            "checksum": f"{sum(s.checksum for s in summaries):x}",
+            "parts": [{"path": p, "rows": int(s.records)} for p, s in zip(names, summaries)],
+        }
+        if n == 0:  # an empty input: one empty part keeps the schema
+            import pyarrow.parquet as pq
+
+            pq.write_table(schema.empty_table(), tmp / "part-00000.parquet")
+            manifest["parts"] = [{"path": "part-00000.parquet", "rows": 0}]
+        (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
+
+    job.finish = finish
+    if n == 0:
+        return job
+    try:
+        encode_keys(df._meta.iloc[:0], by, ascending, na_position, {})
+    except TypeError as e:
+        raise InputError(str(e)) from None
+    parts = df.to_delayed(optimize_graph=False)
+    widths = max_string_widths(parts, string_columns(df._meta, by))
+    out = sort_values(df, by, ascending, na_position, lengths=lens, widths=widths)
+    job.inputs = per_block("dsort-checksum-input", _tally, parts)
+    job.outputs = per_block(
+        "dsort-write", _write, out.to_delayed(optimize_graph=False), each([str(tmp / p) for p in names]), by, ascending, na_position, widths, schema
+    )
+    return job
+
+
+def manifest(path: Path) -> dict | None:
+    m = Path(path) / MANIFEST
+    return json.loads(m.read_text()) if m.is_file() else None
+
+
+def _check_part(part, by, ascending, na_position, widths):
+    return summarize(read_row_group(part), by, ascending, na_position, widths)
+
+
+def check_tasks(files, *, by=None, descending: bool = False, na_position: str = "last", order=None):
+    """One task per row group of ``files``, each giving its :class:`~dsort.check.Summary` with the
+    order by ``by`` (from ``order``, a dsort manifest, unless given)."""
+    from dask.base import tokenize
+    from dask.delayed import delayed
+
+    from ..dataframe import max_string_widths, string_columns
+
+    if order and not by:
+        by, ascending, na_position = order["by"], order["ascending"], order.get("na_position", "last")
+    elif by:
+        ascending = [not descending] * len(by)
+    else:
+        raise InputError("checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output directory names them in its manifest)")
+    parts, lens, schema = row_groups(files)
+    check_columns(by, schema, files[0] if len(files) == 1 else "the input")
+    meta = schema.empty_table().to_pandas()
+    widths = max_string_widths([delayed(read_row_group)(p) for p in parts], string_columns(meta, by))
+    name = f"dsort-check-{tokenize(parts, by, ascending, na_position)}"
+    return [delayed(_check_part, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(name, i)) for i, p in enumerate(parts)]

@@ -1,0 +1,278 @@
+"""The ``dsort`` command line end to end: gen, sort, check, demo; bad input; interruptions;
+a cluster of separate processes. Results are compared with NumPy's and pandas' stable sorts."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dsort.cli import main
+
+PY = sys.executable
+
+
+@pytest.fixture(scope="module")
+def scheduler():
+    """A small in-process cluster shared by most tests (starting one per test is slow)."""
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", memory_limit="1GB") as cluster:
+        yield cluster.scheduler_address
+
+
+def dsort(*args):
+    return main([str(a) for a in args])
+
+
+def records_reference(data: np.ndarray, key_size=10, descending=False) -> np.ndarray:
+    keys = pd.Series(list(map(bytes, data[:, :key_size])))
+    return data[keys.sort_values(ascending=not descending, kind="stable").index.to_numpy()]
+
+
+def read_records(path, record_size=100):
+    return np.fromfile(path, np.uint8).reshape(-1, record_size)
+
+
+def test_gen_sort_check_records(tmp_path, scheduler, capsys):
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    assert dsort("gen", "records", 30_000, src, "--seed", 5) == 0
+    assert dsort("sort", src, out, "--scheduler", scheduler, "--chunk-size", "300kB") == 0
+    text = capsys.readouterr().out
+    np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+    lines = {l.split()[0]: l.split() for l in text.splitlines() if l.startswith(("input ", "output "))}
+    assert lines["input"][1:] == lines["output"][1:] and lines["input"][1] == "30,000"
+    for word in ("records", "wall time", "throughput", "phases:", "sort"):
+        assert word in text
+    assert dsort("check", out) == 0
+    assert f"Checksum: {lines['input'][4]}" in capsys.readouterr().out
+    assert dsort("check", src) == 1
+    assert "FAILURE" in capsys.readouterr().out
+
+
+def test_records_descending_skewed_small_keys(tmp_path, scheduler):
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 20_000, src, "--skew", "--record-size", 20, "--key-size", 4)
+    assert dsort("sort", src, out, "--scheduler", scheduler, "--record-size", 20, "--key-size", 4, "--descending", "--chunk-size", "40kB") == 0
+    np.testing.assert_array_equal(read_records(out, 20), records_reference(read_records(src, 20), 4, descending=True))
+    assert dsort("check", out, "--record-size", 20, "--key-size", 4, "--descending") == 0
+
+
+def test_directory_and_glob_inputs_are_concatenated(tmp_path, scheduler):
+    d = tmp_path / "in"
+    d.mkdir()
+    for i in range(3):
+        dsort("gen", "records", 3000 + i, d / f"part{i}.dat", "--seed", i)
+    both = np.concatenate([read_records(d / f"part{i}.dat") for i in range(3)])
+    assert dsort("sort", d, tmp_path / "a.bin", "--scheduler", scheduler) == 0
+    assert dsort("sort", str(d / "part*.dat"), tmp_path / "b.bin", "--scheduler", scheduler) == 0
+    for name in ("a.bin", "b.bin"):
+        np.testing.assert_array_equal(read_records(tmp_path / name), records_reference(both))
+
+
+@pytest.mark.parametrize("dtype,descending", [("int64", False), ("float64", True), ("uint8", False)])
+def test_sort_npy(tmp_path, scheduler, dtype, descending):
+    src, out = tmp_path / "x.npy", tmp_path / "y.npy"
+    x = np.random.default_rng(1).integers(0, 50, 20_000).astype(dtype)
+    if dtype == "float64":
+        x[::7] = np.nan
+        x[::11] = -0.0
+    np.save(src, x)
+    flags = ["--descending"] if descending else []
+    assert dsort("sort", src, out, "--scheduler", scheduler, "--chunk-size", "30kB", *flags) == 0
+    expected = pd.Series(x).sort_values(ascending=not descending, kind="stable", na_position="last").to_numpy()
+    y = np.load(out)
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y.view(f"u{x.itemsize}"), expected.view(f"u{x.itemsize}"))  # -0.0 kept where it was
+    assert dsort("check", out, *flags) == 0
+
+
+def _parquet_input(tmp_path, n=6000):
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({
+        "k": rng.integers(0, 20, n),
+        "f": np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 5, n).astype(float)),
+        "name": rng.choice(["ab", "b", "ä", "a"], n),
+        "row": np.arange(n),
+    })
+    src = tmp_path / "in.parquet"
+    df.to_parquet(src, row_group_size=1000)
+    return src, df
+
+
+@pytest.mark.parametrize("by,descending", [(["k"], False), (["name", "f"], True)])
+def test_sort_parquet(tmp_path, scheduler, capsys, by, descending):
+    src, df = _parquet_input(tmp_path)
+    out = tmp_path / "sorted"
+    flags = ["--descending"] if descending else []
+    assert dsort("sort", src, out, "--by", ",".join(by), "--scheduler", scheduler, *flags) == 0
+    expected = df
+    for c in reversed(by):  # a lexicographic stable sort, one column at a time
+        expected = expected.sort_values(c, ascending=not descending, kind="stable", na_position="last")
+    got = pd.read_parquet(out)
+    pd.testing.assert_frame_equal(got, expected.reset_index(drop=True))
+    assert sorted(os.listdir(out)) == ["_dsort.json"] + [f"part-{i:05d}.parquet" for i in range(6)]
+    capsys.readouterr()
+    assert dsort("check", out) == 0  # the manifest names the order
+    assert "SUCCESS" in capsys.readouterr().out
+    assert dsort("check", src, "--by", ",".join(by), *flags) == (0 if by == ["row"] else 1)
+
+
+def test_empty_inputs_sort_to_empty_outputs(tmp_path, scheduler):
+    (tmp_path / "e.bin").write_bytes(b"")
+    np.save(tmp_path / "e.npy", np.zeros(0, np.float32))
+    pd.DataFrame({"a": pd.Series([], dtype="int64")}).to_parquet(tmp_path / "e.parquet")
+    assert dsort("sort", tmp_path / "e.bin", tmp_path / "o.bin", "--scheduler", scheduler) == 0
+    assert (tmp_path / "o.bin").stat().st_size == 0
+    assert dsort("sort", tmp_path / "e.npy", tmp_path / "o.npy", "--scheduler", scheduler) == 0
+    assert np.load(tmp_path / "o.npy").dtype == np.float32 and len(np.load(tmp_path / "o.npy")) == 0
+    assert dsort("sort", tmp_path / "e.parquet", tmp_path / "o", "--by", "a", "--scheduler", scheduler) == 0
+    assert len(pd.read_parquet(tmp_path / "o")) == 0
+    assert dsort("check", tmp_path / "o.bin") == 0
+
+
+def _bad_inputs(tmp_path):
+    (tmp_path / "odd.bin").write_bytes(bytes(150))
+    np.save(tmp_path / "two.npy", np.zeros((3, 2)))
+    np.save(tmp_path / "cplx.npy", np.zeros(3, np.complex128))
+    pd.DataFrame({"a": [1, 2]}).to_parquet(tmp_path / "t.parquet")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "a.bin").write_bytes(bytes(100))
+    (tmp_path / "exists.bin").write_bytes(b"keep")
+    return [
+        ([tmp_path / "odd.bin", tmp_path / "out"], "not a multiple of the record size"),
+        ([tmp_path / "missing.bin", tmp_path / "out"], "does not exist"),
+        ([str(tmp_path / "nothing*.bin"), tmp_path / "out"], "no input file matches"),
+        ([tmp_path / "two.npy", tmp_path / "out"], "1-D"),
+        ([tmp_path / "cplx.npy", tmp_path / "out"], "unsupported dtype complex128"),
+        ([tmp_path / "t.parquet", tmp_path / "out", "--by", "b"], "no column 'b'"),
+        ([tmp_path / "t.parquet", tmp_path / "out"], "--by"),
+        ([tmp_path / "d", tmp_path / "d" / "out"], "inside INPUT"),
+        ([tmp_path / "d" / "a.bin", tmp_path / "exists.bin"], "--overwrite"),
+        ([tmp_path / "d" / "a.bin", tmp_path / "out", "--key-size", 101], "--key-size"),
+    ]
+
+
+def test_bad_inputs_fail_clearly_and_write_nothing(tmp_path, capsys):
+    # no cluster starts: input is checked first
+    for args, message in _bad_inputs(tmp_path):
+        before = sorted(p.name for p in tmp_path.rglob("*"))
+        assert dsort("sort", *args) == 2, args
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (args, err)
+        assert sorted(p.name for p in tmp_path.rglob("*")) == before, args
+    assert (tmp_path / "exists.bin").read_bytes() == b"keep"
+
+
+def test_overwrite_replaces_only_when_complete(tmp_path, scheduler):
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 1000, src)
+    out.write_bytes(b"old")
+    assert dsort("sort", src, out, "--scheduler", scheduler, "--overwrite") == 0
+    np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+    assert sorted(os.listdir(tmp_path)) == ["in.bin", "out.bin"]
+
+
+def test_check_catches_unsorted_and_changed_records(tmp_path, scheduler, capsys):
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 5000, src)
+    dsort("sort", src, out, "--scheduler", scheduler)
+    capsys.readouterr()
+    assert dsort("check", out, "--chunk-size", "10kB") == 0
+    good = capsys.readouterr().out
+    data = read_records(out).copy()
+    data[2000, 50] ^= 1  # a changed payload byte: still in order, another checksum
+    data.tofile(out)
+    assert dsort("check", out) == 0
+    changed = capsys.readouterr().out
+    checksum = [l for l in good.splitlines() if l.startswith("Checksum")]
+    assert checksum and checksum[0] not in changed
+    data[[1000, 3000]] = data[[3000, 1000]]  # two swapped records: out of order
+    data.tofile(out)
+    assert dsort("check", out, "--chunk-size", "10kB") == 1
+    bad = capsys.readouterr().out
+    assert "FAILURE - 2 records out of order, the first at record 1,001" in bad  # record 1001 sorts before its predecessor
+
+
+def test_out_of_core_embedded_cluster_with_a_tiny_memory_limit(tmp_path, capsys):
+    """150 MB of records on two workers whose 400 MB limits (less their own footprint, with dask
+    spilling from 70 % of the limit on) hold only part of it: sorted runs spill to --local-directory."""
+    src, out, spill = tmp_path / "in.bin", tmp_path / "out.bin", tmp_path / "spill"
+    dsort("gen", "records", 1_500_000, src)
+    assert dsort("sort", src, out, "--n-workers", 2, "--threads-per-worker", 1, "--memory-limit", "400MB",
+                 "--local-directory", spill, "--chunk-size", "4MB") == 0
+    text = capsys.readouterr().out
+    assert "LocalCluster: 2 workers, 2 threads, memory limit 381.47 MiB per worker" in text
+    np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+
+
+def test_demo(capsys):
+    assert dsort("demo", "-n", 50_000, "--n-workers", 1) == 0
+    text = capsys.readouterr().out
+    assert "SUCCESS - all records are in order" in text and "throughput" in text and "Records: 50,000" in text
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _dsort_process(*args, **kw):
+    return subprocess.Popen([PY, "-m", "dsort", *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupted_sort_leaves_nothing_at_output(tmp_path, sig):
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 1_000_000, src)
+    p = _dsort_process("sort", src, out, "--n-workers", 1, "--threads-per-worker", 1, "--chunk-size", "1MB")
+    deadline = time.time() + 60
+    while not any(n.startswith(".out.bin.dsort-tmp") for n in os.listdir(tmp_path)):  # mid-run: the output is staged
+        assert p.poll() is None and time.time() < deadline, p.stdout.read() if p.poll() is not None else "timeout"
+        time.sleep(0.05)
+    time.sleep(0.5)
+    p.send_signal(sig)
+    text = p.communicate(timeout=60)[0]
+    assert p.returncode != 0, text
+    assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
+
+
+def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    bindir = Path(PY).parent
+    dask_cmd = [str(bindir / "dask")] if (bindir / "dask").exists() else [PY, "-m", "distributed.cli.dask_spec"]
+    procs = [subprocess.Popen([*dask_cmd, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        for _ in range(2):
+            procs.append(subprocess.Popen([*dask_cmd, "worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                           "--memory-limit", "1GB"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        from distributed import Client
+
+        with Client(address, timeout="60s") as c:
+            c.wait_for_workers(2, timeout=60)
+        src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+        dsort("gen", "records", 40_000, src)
+        p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "500kB")
+        text = p.communicate(timeout=120)[0]
+        assert p.returncode == 0, text
+        assert f"cluster: {address}: 2 workers, 2 threads" in text
+        np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+        p = _dsort_process("check", out, "--scheduler", address)
+        assert p.communicate(timeout=60)[0].count("SUCCESS") == 1 and p.returncode == 0
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()

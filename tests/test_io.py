@@ -1,0 +1,222 @@
+"""dsort.io, dsort.check, dsort.gen and dsort.dataframe without the command line."""
+
+import os
+import zlib
+from pathlib import Path
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+from dsort import check as C
+from dsort import gen
+from dsort.dataframe import encode_keys, sort_values
+from dsort.io import InputError, check_destination, discover, staged
+from dsort.io import npy as npyio
+from dsort.io import records as recio
+
+
+@pytest.mark.parametrize("width", [1, 2, 3, 10, 99, 100])
+def test_crc32_rows_equals_zlib(rng, width):
+    rows = rng.integers(0, 256, (3000, width), dtype=np.uint8)
+    expected = np.array([zlib.crc32(r.tobytes()) for r in rows], np.uint32)
+    np.testing.assert_array_equal(C.crc32_rows(rows), expected)
+    assert C.crc32_rows(rows[:0]).shape == (0,)
+
+
+def _chunked(x, rng):
+    cuts = np.sort(rng.integers(0, len(x) + 1, 6))
+    return np.split(x, cuts)
+
+
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("kind", ["bytes", "float", "int"])
+def test_summaries_combine_like_the_whole(rng, kind, descending):
+    n = 2000
+    if kind == "bytes":
+        keys = rng.integers(0, 3, (n, 2), dtype=np.uint8)
+        order = np.argsort(np.ascontiguousarray(keys).view("S2").ravel(), kind="stable")
+    elif kind == "float":
+        keys = rng.integers(-3, 3, n).astype(np.float64)
+        keys[rng.random(n) < 0.1] = np.nan
+        order = np.argsort(keys, kind="stable")
+    else:
+        keys = rng.integers(-5, 5, n)
+        order = np.argsort(keys, kind="stable")
+    if descending:
+        order = pd.Series(list(map(bytes, keys)) if kind == "bytes" else keys).sort_values(ascending=False, kind="stable", na_position="last").index.to_numpy()
+    sorted_keys = keys[order]
+    for data, is_sorted in [(sorted_keys, True), (keys, False)]:
+        whole = C.summarize(data, descending=descending)
+        parts = C.combine([C.summarize(c, descending=descending) for c in _chunked(data, rng)], descending=descending)
+        assert (parts.records, parts.checksum, parts.unordered, parts.duplicates, parts.first_unordered) == (
+            whole.records, whole.checksum, whole.unordered, whole.duplicates, whole.first_unordered)
+        assert whole.sorted == is_sorted
+    # duplicates in a sorted sequence: records minus distinct keys (NaNs are one key)
+    distinct = len(np.unique(sorted_keys, axis=0)) if kind == "bytes" else pd.Series(sorted_keys).nunique(dropna=False)
+    assert C.summarize(sorted_keys, descending=descending).duplicates == n - distinct
+    crc = sum(zlib.crc32(np.ascontiguousarray(k).tobytes()) for k in keys)
+    assert C.summarize(keys).checksum == crc
+
+
+def test_gen_records_layout_and_determinism(tmp_path):
+    a = gen.record_chunk(0, 3000, seed=7)
+    np.testing.assert_array_equal(a[1000:], gen.record_chunk(1000, 2000, seed=7))
+    assert not np.array_equal(a, gen.record_chunk(0, 3000, seed=8))
+    assert bytes(a[123, 10:26]) == b"%016X" % 123
+    assert bytes(a[5, -2:]) == b"\r\n"
+    gen.records(2500, tmp_path / "r.bin", seed=7)
+    np.testing.assert_array_equal(np.fromfile(tmp_path / "r.bin", np.uint8).reshape(-1, 100), a[:2500])
+    skew = gen.record_chunk(0, 5000, seed=1, skew=True)
+    assert np.bincount(skew[:, 0]).max() > 0.3 * len(skew)  # uniform keys: about 1/256
+    gen.npy(1000, tmp_path / "x.npy", dtype="int32", seed=3)
+    x = np.load(tmp_path / "x.npy")
+    assert x.dtype == np.int32 and len(x) == 1000
+    np.testing.assert_array_equal(x, gen.array_chunk(0, 1000, seed=3, dtype="int32"))
+
+
+def test_discover_file_directory_glob(tmp_path):
+    for name in ["b.bin", "a.bin", ".hidden", "_manifest"]:
+        (tmp_path / name).write_bytes(b"")
+    assert discover(tmp_path / "a.bin") == ("records", [tmp_path / "a.bin"], [])
+    assert discover(tmp_path) == ("records", [tmp_path / "a.bin", tmp_path / "b.bin"], [tmp_path])
+    assert discover(str(tmp_path / "*.bin"))[1] == [tmp_path / "a.bin", tmp_path / "b.bin"]
+    np.save(tmp_path / "x.npy", np.arange(3))
+    assert discover(tmp_path / "x.npy")[0] == "npy"
+    assert discover(tmp_path) == ("npy", [tmp_path / "x.npy"], [tmp_path])  # the files the name says
+    assert discover(tmp_path, "records")[1] == [tmp_path / n for n in ("a.bin", "b.bin", "x.npy")]
+    (tmp_path / "p.parquet").write_bytes(b"")
+    with pytest.raises(InputError, match="several formats"):
+        discover(tmp_path)
+    with pytest.raises(InputError, match="does not exist"):
+        discover(tmp_path / "missing.bin")
+    with pytest.raises(InputError, match="no input file matches"):
+        discover(str(tmp_path / "*.nothing"))
+    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
+    with pytest.raises(InputError, match="does not exist"):
+        discover(tmp_path / "dangling")
+
+
+def test_record_sizes_and_npy_headers_are_checked(tmp_path):
+    (tmp_path / "r.bin").write_bytes(bytes(250))
+    with pytest.raises(InputError, match="not a multiple of the record size 100"):
+        recio.lengths([tmp_path / "r.bin"], 100)
+    assert recio.lengths([tmp_path / "r.bin"], 50) == [5]
+    with pytest.raises(InputError, match="--key-size"):
+        recio.check_sizes(100, 0)
+    np.save(tmp_path / "two.npy", np.zeros((2, 2)))
+    np.save(tmp_path / "half.npy", np.zeros(3, np.float16))
+    np.save(tmp_path / "text.npy", np.array([b"a", b"b"]))
+    np.save(tmp_path / "big.npy", np.arange(3, dtype=">i8"))
+    (tmp_path / "junk.npy").write_bytes(b"not numpy")
+    for name, msg in [("two", "1-D"), ("half", "unsupported dtype float16"), ("text", "unsupported dtype"),
+                      ("big", "byte order"), ("junk", "not a readable .npy")]:
+        with pytest.raises(InputError, match=msg):
+            npyio.header(tmp_path / f"{name}.npy")
+    np.save(tmp_path / "a.npy", np.arange(3, dtype=np.int32))
+    np.save(tmp_path / "b.npy", np.arange(3, dtype=np.int64))
+    with pytest.raises(InputError, match="different dtypes"):
+        npyio.inspect([tmp_path / "a.npy", tmp_path / "b.npy"])
+
+
+def test_read_blocks_are_bounded(tmp_path):
+    data = gen.record_chunk(0, 1000, seed=1)
+    data.tofile(tmp_path / "a.bin")
+    data[:300].tofile(tmp_path / "b.bin")
+    x = recio.read([tmp_path / "a.bin", tmp_path / "b.bin"], 100, 256)
+    assert x.chunks[0] == (256, 256, 256, 232, 256, 44)
+    np.testing.assert_array_equal(x.compute(scheduler="sync"), np.concatenate([data, data[:300]]))
+
+
+def test_destination_rules(tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "a.bin").write_bytes(b"")
+    with pytest.raises(InputError, match="inside INPUT"):
+        check_destination(src / "out.bin", [src / "a.bin"], overwrite=True, input_dirs=[src])
+    with pytest.raises(InputError, match="one of the input files"):
+        check_destination(src / "a.bin", [src / "a.bin"], overwrite=True)
+    (tmp_path / "out.bin").write_bytes(b"old")
+    with pytest.raises(InputError, match="--overwrite"):
+        check_destination(tmp_path / "out.bin", [src / "a.bin"], overwrite=False)
+    assert check_destination(tmp_path / "out.bin", [src / "a.bin"], overwrite=True) == tmp_path / "out.bin"
+    with pytest.raises(InputError, match="does not exist"):
+        check_destination(tmp_path / "nodir" / "out.bin", [], overwrite=False)
+
+
+def test_staged_output_is_all_or_nothing(tmp_path):
+    out = tmp_path / "out.bin"
+    out.write_bytes(b"old")
+    with pytest.raises(RuntimeError):
+        with staged(out) as tmp:
+            tmp.write_bytes(b"half")
+            raise RuntimeError("boom")
+    assert out.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.bin"]
+    with staged(out) as tmp:
+        tmp.write_bytes(b"new")
+    assert out.read_bytes() == b"new" and os.listdir(tmp_path) == ["out.bin"]
+    d = tmp_path / "dir"
+    with staged(d, directory=True) as tmp:
+        (tmp / "part").write_bytes(b"x")
+    assert (d / "part").read_bytes() == b"x"
+
+
+def _frame(rng, n):
+    df = pd.DataFrame({
+        "i": rng.integers(-3, 3, n),
+        "u": rng.integers(0, 3, n).astype(np.uint16),
+        "f": rng.choice([-1.5, -0.0, 0.0, 2.0, np.inf, np.nan], n),
+        "s": rng.choice(["", "a", "ab", "b", "é", None], n),
+        "t": pd.to_datetime(rng.integers(0, 3, n), unit="D"),
+        "b": rng.random(n) < 0.5,
+        "n": pd.array(rng.integers(0, 3, n), dtype="Int64"),
+        "row": np.arange(n),
+    })
+    df.loc[rng.random(n) < 0.1, "t"] = pd.NaT
+    df.loc[rng.random(n) < 0.1, "n"] = pd.NA
+    return df
+
+
+@pytest.mark.parametrize("by,ascending", [
+    (["i"], True), (["f"], False), (["s"], True), (["t", "i"], [False, True]), (["n", "s", "f"], [True, False, False]),
+    (["b", "u"], False),
+])
+@pytest.mark.parametrize("na_position", ["last", "first"])
+def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position):
+    df = _frame(rng, 3000)
+    keys = encode_keys(df, by, ascending, na_position)
+    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
+    np.testing.assert_array_equal(df["row"].to_numpy()[order], _reference(df, by, ascending, na_position)["row"].to_numpy())
+
+
+def _reference(df, by, ascending, na_position="last"):
+    """Stable single-column sorts, last column first: a lexicographic stable sort. (pandas'
+    own multi-column sort ties NaN with numbers in later columns under na_position="first")."""
+    ascending = [ascending] * len(by) if isinstance(ascending, bool) else ascending
+    for c, a in reversed(list(zip(by, ascending))):
+        df = df.sort_values(c, ascending=a, na_position=na_position, kind="stable")
+    return df
+
+
+def test_sort_values_on_a_dask_dataframe(rng):
+    df = _frame(rng, 5000)
+    ddf = dd.from_pandas(df, npartitions=5, sort=False)
+    with dask.config.set(scheduler="sync"):
+        out = sort_values(ddf, ["s", "f"], ascending=[True, False]).compute()
+    expected = _reference(df, ["s", "f"], [True, False])
+    np.testing.assert_array_equal(out["row"].to_numpy(), expected["row"].to_numpy())
+    np.testing.assert_array_equal(out.index.to_numpy(), expected.index.to_numpy())
+    with pytest.raises(KeyError, match="nope"):
+        sort_values(ddf, "nope")
+
+
+def test_deploy_compose_file_parses():
+    yaml = pytest.importorskip("yaml")
+    compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "docker-compose.yml").read_text())
+    services = compose["services"]
+    assert services["scheduler"]["command"][:2] == ["dask", "scheduler"]
+    assert services["worker"]["command"][:4] == ["dask", "cuda", "worker", "tcp://scheduler:8786"]
+    assert services["worker"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert all("data:/data" in s["volumes"] for s in services.values())
