@@ -30,7 +30,7 @@ def sample(part, offset, spacing):
     """The run's regular sample that falls in this part: keys at run positions ``0, s, 2s, ...``."""
     keys = part[0]
     start, step = plan.sample_positions(offset, len(keys), spacing)
-    return engines.get(keys).to_numpy(keys[start::step])
+    return _own(engines.get(keys).to_numpy(keys[start::step]))
 
 
 def bounds(samples_by_run, run_sizes, spacing, targets, descending, na_position):
@@ -45,7 +45,7 @@ def window(part, offset, windows, run):
     e = engines.get(keys)
     lo, hi = windows
     n = len(keys)
-    return [e.to_numpy(keys[_clip(a - offset, n) : _clip(b - offset, n)]) for a, b in zip(lo[:, run], hi[:, run])]
+    return [_own(e.to_numpy(keys[_clip(a - offset, n) : _clip(b - offset, n)])) for a, b in zip(lo[:, run], hi[:, run])]
 
 
 def splitters(windows_by_run, windows, run_sizes, targets, descending, na_position):
@@ -61,7 +61,9 @@ def take(part, offset, rows, out, run):
     keys, values = part
     a = _clip(rows[out, run] - offset, len(keys))
     b = _clip(rows[out + 1, run] - offset, len(keys))
-    return keys[a:b], None if values is None else values[a:b]
+    if a == 0 and b == len(keys):
+        return part
+    return _own(keys[a:b]), None if values is None else _own(values[a:b])
 
 
 def merge_runs(parts_by_run, descending, na_position):
@@ -90,6 +92,12 @@ def keys_of(part):
 
 def values_of(part):
     return part[1]
+
+
+def _own(view):
+    """A copy of a slice, so the small result does not pin its whole chunk in a worker's memory
+    (dask counts a view's own bytes only: pinned chunks grow unseen and cannot spill)."""
+    return view.copy() if view.base is not None else view
 
 
 def _clip(i, n):
