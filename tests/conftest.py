@@ -35,6 +35,8 @@ def eng(request):
 
 
 def put(e, x):
+    if x is not None and e.name == "cupy" and x.dtype.kind in "SV":
+        pytest.skip("CuPy has no S/V dtypes: byte keys reach the CuPy engine as 2-D uint8 rows (rows10)")
     return None if x is None else e.xp.asarray(x)
 
 

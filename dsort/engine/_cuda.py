@@ -1,0 +1,121 @@
+"""Loading dsort's CUDA kernels through CuPy: compile once per process, launch, tune.
+
+Kernels are C++ templates in ``kernels/`` (see its README), compiled by NVRTC with
+``cupy.RawModule`` and instantiated by name. A module is built the first time a (source, set of
+instantiations) is asked for and cached for the process; CuPy also caches the binary on disk,
+keyed by the code string, which therefore carries a digest of every kernel source.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+
+import cupy
+import numpy as np
+
+from . import kernel_dir
+
+NULL = np.uint64(0)  # a null pointer argument (no values)
+SEARCH_THREADS = 256  # one thread per query in the search kernels
+
+
+@functools.cache
+def _digest() -> str:
+    h = hashlib.sha256()
+    for path in sorted(kernel_dir().glob("*.cu*")):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+@functools.cache
+def module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
+    code = f"// dsort kernels {_digest()}\n" + "".join(f'#include "{s}"\n' for s in sources)
+    return cupy.RawModule(code=code, options=("-std=c++17", f"-I{kernel_dir()}"), name_expressions=list(names))
+
+
+@functools.cache
+def function(sources: tuple[str, ...], names: tuple[str, ...], name: str):
+    """One kernel of a module, cached (so its shared-memory opt-in below is set once)."""
+    return module(sources, names).get_function(name)
+
+
+_raised: set[tuple[int, int]] = set()  # (id of a cached kernel, bytes): kernels live forever
+
+
+def launch(kern, grid: int, block: int, args, smem: int = 0) -> None:
+    """Launch ``kern`` on ``grid`` CTAs of ``block`` threads (nothing when grid is 0)."""
+    if grid <= 0:
+        return
+    if smem > 48 * 1024 and (id(kern), smem) not in _raised:
+        kern.max_dynamic_shared_size_bytes = smem  # opt in to the large carve-out
+        _raised.add((id(kern), smem))
+    kern((int(grid),), (int(block),), args, shared_mem=int(smem))
+
+
+def search_grid(count: int) -> int:
+    return -(-count // SEARCH_THREADS)
+
+
+@functools.cache
+def smem_limit() -> int:
+    """The most dynamic shared memory one CTA may have on the current device."""
+    attrs = cupy.cuda.Device().attributes
+    return int(attrs.get("MaxSharedMemoryPerBlockOptin", attrs.get("MaxSharedMemoryPerBlock", 48 * 1024)))
+
+
+@functools.cache
+def sm_count() -> int:
+    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+
+
+def align16(n: int) -> int:
+    return (n + 15) & ~15
+
+
+# Tuning per key size: (NT of blocksort, NT of merge, VT), measured on the H100 with
+# benchmarks/bench_gpu_sort.py --sweep. VT odd: the thread-major transposes through shared memory
+# are then free of bank conflicts. The blocksort tile is a multiple of the merge tile, so a merge
+# tile never straddles two pairs of runs; a larger blocksort tile saves global passes.
+# An entry keyed (key bytes, value bytes) overrides the one keyed by key bytes alone.
+TUNING = {4: (512, 256, 21), 8: (512, 256, 17), 16: (256, 128, 17)}
+
+
+@functools.cache
+def tuning(key_bytes: int, value_bytes: int) -> tuple[int, int, int]:
+    """(NT of blocksort, NT of merge, VT), shrunk until the shared memory fits this device."""
+    nt_b, nt_m, vt = TUNING.get((key_bytes, value_bytes)) or TUNING[key_bytes]
+    limit = smem_limit()
+
+    def blocksort_smem(nt):
+        return align16(nt * vt * key_bytes) + (nt * vt * 4 if value_bytes else 0)
+
+    def merge_smem(nt):
+        return align16(nt * vt * key_bytes) + nt * vt * value_bytes
+
+    while merge_smem(nt_m) > limit and nt_m > 32:
+        nt_m //= 2
+        nt_b = min(nt_b, nt_m)
+    while blocksort_smem(nt_b) > limit and nt_b > nt_m:
+        nt_b //= 2
+    return nt_b, nt_m, vt
+
+
+def _compile_one(spec):
+    sources, names = spec
+    module(sources, names).compile()
+    return len(names)
+
+
+def compile_all(specs, jobs: int | None = None) -> int:
+    """Compile many modules in parallel processes into CuPy's on-disk cache (so that later
+    processes load binaries instead of compiling). Returns the number of kernels built."""
+    import concurrent.futures
+    import multiprocessing
+    import os
+
+    jobs = jobs or min(len(specs), os.cpu_count() or 1)
+    ctx = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
+        return sum(pool.map(_compile_one, specs))
