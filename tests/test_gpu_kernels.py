@@ -162,10 +162,6 @@ def _check_stable_permutation(x, perm):
     assert bool(ok.all())
 
 
-big = pytest.mark.xdist_group("big-arrays")  # one worker runs these one after another
-
-
-@big
 def test_2_28_uint32():
     n = 2**28
     x = (cupy.random.random(n) * 2**32).astype(cupy.uint32)
@@ -175,7 +171,6 @@ def test_2_28_uint32():
     _check_stable_permutation(lo, ce.argsort(lo))
 
 
-@big
 def test_2_28_float64_merge():
     n = 2**27
     a = cupy.sort(cupy.random.standard_normal(n))
@@ -184,7 +179,6 @@ def test_2_28_float64_merge():
     assert bool((got == cupy.sort(cupy.concatenate([a, b]))).all())
 
 
-@big
 def test_beyond_2_31_elements():
     """No 32-bit index overflow: 2^31 + 5 one-byte keys (widened to int32 inside)."""
     free, _ = cupy.cuda.Device().mem_info
@@ -203,7 +197,6 @@ def test_beyond_2_31_elements():
     assert int(out[: n - m].sum()) == n - m and int(out[n - m :].sum()) == 0
 
 
-@big
 def test_presorted_large():
     """The persistent check walks many tiles per CTA; one late disorder must still be found."""
     n = 2**24 + 3
