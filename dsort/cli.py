@@ -74,7 +74,7 @@ def _cluster_kwargs(args) -> dict:
     return dict(
         n_workers=args.n_workers, threads_per_worker=args.threads_per_worker, memory_limit=args.memory_limit,
         device_memory_limit=args.device_memory_limit, local_directory=args.local_directory,
-        dashboard_address=args.dashboard_address,
+        dashboard_address=args.dashboard_address, cpu=args.cpu,
     )
 
 
@@ -293,6 +293,7 @@ def _cluster_options(p, embedded_only=False):
     g = p.add_argument_group("cluster (dask's own option names)")
     if not embedded_only:
         g.add_argument("--scheduler", metavar="ADDRESS", help="a running cluster's scheduler, e.g. tcp://scheduler:8786 (default: an embedded cluster)")
+    g.add_argument("--cpu", action="store_true", help="embedded cluster: CPU workers (LocalCluster) even where a GPU is visible")
     g.add_argument("--n-workers", type=int, help="embedded cluster: workers (default: dask's choice; one per GPU on GPUs)")
     g.add_argument("--threads-per-worker", type=int, help="embedded cluster: threads per worker")
     g.add_argument("--memory-limit", default="auto", help="embedded cluster: memory limit per worker, e.g. 2GB (default: auto)")

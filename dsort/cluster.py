@@ -64,6 +64,12 @@ class Session:
         return f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit {mem} per worker{dev}"
 
 
+def _visible_gpus() -> int:
+    import cupy
+
+    return cupy.cuda.runtime.getDeviceCount()
+
+
 def _gpu_available() -> bool:
     from .io._blocks import has_gpu
 
@@ -79,8 +85,9 @@ def _gpu_available() -> bool:
 
 @contextlib.contextmanager
 def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
-            local_directory=None, dashboard_address=":0", quiet=False):
-    """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards)."""
+            local_directory=None, dashboard_address=":0", cpu=False, quiet=False):
+    """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
+    GPU workers where a GPU is visible, unless ``cpu``."""
     from distributed import Client, LocalCluster
 
     from .io._blocks import has_gpu
@@ -93,13 +100,22 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
         else:
             common = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit,
                           local_directory=local_directory, dashboard_address=dashboard_address, silence_logs=logging.ERROR)
-            if _gpu_available():
+            common = {k: v for k, v in common.items() if v is not None}  # unset: the cluster's own default
+            if not cpu and _gpu_available():
                 from dask_cuda import LocalCUDACluster
 
-                cluster = stack.enter_context(LocalCUDACluster(device_memory_limit=device_memory_limit, **common))
+                from .io.errors import InputError
+
+                gpus = _visible_gpus()
+                if n_workers is not None and n_workers > gpus:
+                    raise InputError(f"--n-workers {n_workers}: an embedded GPU cluster has one worker per GPU and "
+                                     f"{gpus} GPU(s) are visible; pass --cpu for CPU workers")
+
+                if device_memory_limit is not None:
+                    common["device_memory_limit"] = device_memory_limit
+                cluster = stack.enter_context(LocalCUDACluster(**common))
                 kind, gpu = "LocalCUDACluster", True
             else:
-                common = {k: v for k, v in common.items() if v is not None}
                 cluster = stack.enter_context(LocalCluster(**common))
                 kind, gpu = "LocalCluster", False
             # closing an embedded cluster cancels the scheduler's progress feeds, which it logs as

@@ -205,7 +205,7 @@ def test_out_of_core_embedded_cluster_with_a_tiny_memory_limit(tmp_path, capsys)
     spilling from 70 % of the limit on) hold only part of it: sorted runs spill to --local-directory."""
     src, out, spill = tmp_path / "in.bin", tmp_path / "out.bin", tmp_path / "spill"
     dsort("gen", "records", 1_500_000, src)
-    assert dsort("sort", src, out, "--n-workers", 2, "--threads-per-worker", 1, "--memory-limit", "400MB",
+    assert dsort("sort", src, out, "--cpu", "--n-workers", 2, "--threads-per-worker", 1, "--memory-limit", "400MB",
                  "--local-directory", spill, "--chunk-size", "4MB") == 0
     text = capsys.readouterr().out
     assert "LocalCluster: 2 workers, 2 threads, memory limit 381.47 MiB per worker" in text
