@@ -61,8 +61,6 @@ def take(part, offset, rows, out, run):
     keys, values = part
     a = _clip(rows[out, run] - offset, len(keys))
     b = _clip(rows[out + 1, run] - offset, len(keys))
-    if a == 0 and b == len(keys):
-        return part
     return _own(keys[a:b]), None if values is None else _own(values[a:b])
 
 
@@ -83,21 +81,25 @@ def merge_runs(parts_by_run, descending, na_position):
         if len(nonempty) % 2:
             merged.append(nonempty[-1])
         nonempty = merged
+    if any(nonempty[0] is parts[0] for parts in parts_by_run):
+        keys, values = nonempty[0]  # nothing was merged or joined: don't alias an input task's data
+        return _own(keys), None if values is None else _own(values)
     return nonempty[0]
 
 
 def keys_of(part):
-    return part[0]
+    return _own(part[0])
 
 
 def values_of(part):
-    return part[1]
+    return _own(part[1])
 
 
-def _own(view):
-    """A copy of a slice, so the small result does not pin its whole chunk in a worker's memory
-    (dask counts a view's own bytes only: pinned chunks grow unseen and cannot spill)."""
-    return view.copy() if view.base is not None else view
+def _own(array):
+    """A copy, so no two task results share a buffer. Dask counts, spills and frees each result on
+    its own: a slice or alias would pin its whole chunk in (device) memory after the chunk spilled,
+    unseen by the memory accounting, and spilling would free nothing."""
+    return array.copy()
 
 
 def _clip(i, n):
