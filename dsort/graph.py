@@ -45,8 +45,8 @@ def choose_strategy(n_chunks: int) -> str:
     On GPUs (2x H200, 2^30 int64 keys, LocalCUDACluster over TCP; seconds, multiway vs tree):
     keys on the GPUs, 1 worker 0.183 vs 0.217, 2 workers 2.27 vs 4.57; keys in host memory,
     1 worker 4.27 vs 3.39, 2 workers 4.23 vs 6.72. Multiway wins wherever data crosses between
-    workers, which is where the time goes; the one loss (host data on a single GPU) is within the
-    noise of host-to-device copies. BENCHMARKS.md has the table.
+    workers, which is where the time goes. The one loss (host data on a single GPU) was one run
+    of each and is not explained yet. BENCHMARKS.md has the table.
     """
     return "multiway"
 
