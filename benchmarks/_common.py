@@ -9,26 +9,6 @@ import statistics
 import time
 
 
-def median_time(fn, repeat=7, warmup=1, setup=None, sync=None):
-    """Median wall time of ``fn(setup())`` over ``repeat`` runs after ``warmup`` runs (seconds).
-
-    ``setup`` builds fresh inputs outside the timed region; ``sync`` (e.g. a device synchronize)
-    runs before each clock read.
-    """
-    times = []
-    for i in range(warmup + repeat):
-        args = setup() if setup else ()
-        if sync:
-            sync()
-        t = time.perf_counter()
-        fn(*args)
-        if sync:
-            sync()
-        if i >= warmup:
-            times.append(time.perf_counter() - t)
-    return statistics.median(times)
-
-
 def paired_times(fns, repeat=7, warmup=1, setup=None, sync=None):
     """Median times (seconds) of several functions timed in alternation on the same fresh inputs.
 

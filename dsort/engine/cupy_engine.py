@@ -377,12 +377,7 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     With values, returns ``(keys, values)``. One Merge Path partition plus one merge kernel: each
     key is read once and written once.
     """
-    K.check_pair(a, b)
-    K.check_values(a, a_values, "a_values")
-    K.check_values(b, b_values, "b_values")
-    if (a_values is None) != (b_values is None):
-        raise ValueError("give values for both inputs of a merge or for neither")
-    na_first = K.check_na_position(na_position)
+    na_first = K.check_merge(a, b, a_values, b_values, na_position)
     with_values = a_values is not None
     if len(a) == 0 or len(b) == 0 or _wide_rows(a):
         keys = cupy.concatenate([a, b])

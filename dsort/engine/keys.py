@@ -83,3 +83,14 @@ def check_pair(a, b) -> None:
         raise TypeError(
             f"cannot merge keys of different dtypes: a is {a.dtype}{list(a.shape[1:]) or ''}, b is {b.dtype}{list(b.shape[1:]) or ''}"
         )
+
+
+def check_merge(a, b, a_values, b_values, na_position) -> bool:
+    """Validate a merge's arguments (both inputs alike, values for both or neither); return True
+    when NaN goes first."""
+    check_pair(a, b)
+    check_values(a, a_values, "a_values")
+    check_values(b, b_values, "b_values")
+    if (a_values is None) != (b_values is None):
+        raise ValueError("give values for both inputs of a merge or for neither")
+    return check_na_position(na_position)

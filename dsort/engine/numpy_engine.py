@@ -116,12 +116,7 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     With values, returns ``(keys, values)``. NumPy's stable sort (timsort) finds the two runs of the
     concatenation and merges them in one galloping pass, so this is a merge, not a sort.
     """
-    K.check_pair(a, b)
-    K.check_values(a, a_values, "a_values")
-    K.check_values(b, b_values, "b_values")
-    if (a_values is None) != (b_values is None):
-        raise ValueError("give values for both inputs of a merge or for neither")
-    na_first = K.check_na_position(na_position)
+    na_first = K.check_merge(a, b, a_values, b_values, na_position)
     ka, involution = _order_key(a, descending, na_first)
     kb, _ = _order_key(b, descending, na_first)
     c = np.concatenate([ka, kb])
