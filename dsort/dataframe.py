@@ -56,8 +56,11 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
         enc = s.astype(object).where(~na, "").map(_utf8)
         width = max(int(width or 0), 1)
-        # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads
+        # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads. The
+        # byte length follows (big-endian), so "a" sorts before "a\0": padding alone would tie them.
         v = np.array(enc.tolist(), dtype=f"S{width}").view(np.uint8).reshape(n, width) if n else np.empty((0, width), np.uint8)
+        lengths = np.array([len(b) for b in enc], dtype=">u4").view(np.uint8).reshape(n, 4)
+        v = np.concatenate([v, lengths], axis=1)
     else:
         raise TypeError(f"cannot sort by column {s.name!r} of dtype {dtype}; dsort sorts by numbers, booleans, dates and strings")
     if descending:

@@ -191,6 +191,14 @@ def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position):
     np.testing.assert_array_equal(df["row"].to_numpy()[order], _reference(df, by, ascending, na_position)["row"].to_numpy())
 
 
+@pytest.mark.parametrize("ascending", [True, False])
+def test_strings_with_trailing_nuls_sort_after_their_prefix(ascending):
+    df = pd.DataFrame({"s": ["a\x00", "a", "a\x00b", "a", "", "\x00"]})
+    keys = encode_keys(df, ["s"], ascending)
+    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
+    np.testing.assert_array_equal(order, df.sort_values("s", ascending=ascending, kind="stable").index.to_numpy())
+
+
 def _reference(df, by, ascending, na_position="last"):
     """Stable single-column sorts, last column first: a lexicographic stable sort. (pandas'
     own multi-column sort ties NaN with numbers in later columns under na_position="first")."""

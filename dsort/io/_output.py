@@ -28,6 +28,9 @@ def check_destination(output, inputs, *, overwrite: bool, input_dirs=()) -> Path
         d = Path(os.path.realpath(d))
         if real == d or d in real.parents:
             raise InputError(f"OUTPUT {output} is inside INPUT {d}; write the sorted data elsewhere")
+    for p in [*inputs, *input_dirs]:
+        if real in Path(os.path.realpath(p)).parents:  # replacing OUTPUT would delete the input
+            raise InputError(f"INPUT {p} is inside OUTPUT {output}; write the sorted data elsewhere")
     if out.exists() or out.is_symlink():
         if not overwrite:
             raise InputError(f"OUTPUT {output} exists; pass --overwrite to replace it")
@@ -71,19 +74,39 @@ def staged(output: Path, *, directory: bool = False):
         yield tmp
         if stopped:
             raise KeyboardInterrupt if stopped[0] == signal.SIGINT else SystemExit(128 + stopped[0])
-        if output.exists() or output.is_symlink():
+        _sync(tmp)
+        if (output.is_dir() and not output.is_symlink()) or tmp.is_dir():
+            # a directory cannot be replaced in one rename: move the old one aside, and back on failure
             old_out = output.parent / f".{output.name}.dsort-old-{uuid.uuid4().hex[:8]}"
-            os.rename(output, old_out)
-            os.rename(tmp, output)
+            if output.exists() or output.is_symlink():
+                os.rename(output, old_out)
+            try:
+                os.rename(tmp, output)
+            except BaseException:
+                if old_out.exists() or old_out.is_symlink():
+                    os.rename(old_out, output)
+                raise
             _remove(old_out)
         else:
-            os.replace(tmp, output)
+            os.replace(tmp, output)  # atomic: OUTPUT is the old file or the new one, never missing
+        _sync(output.parent)
     except BaseException:
         _remove(tmp)
         raise
     finally:
         for sig, h in handlers.items():
             signal.signal(sig, h)
+
+
+def _sync(path: Path) -> None:
+    """Flush a file, or a directory's entries and files, to disk before they are renamed into place."""
+    paths = [path] if not path.is_dir() else [*(p for p in path.iterdir() if p.is_file()), path]
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def _main_thread() -> bool:

@@ -39,10 +39,16 @@ def row_groups(files) -> tuple[list[tuple[str, int]], list[int], object]:
     parts, lens, schema = [], [], None
     for f in files:
         pf = _open(f)
+        # Columns only: pandas' metadata (an index stored as a column, say) is not kept, so an
+        # index comes back as an ordinary column.
+        s = pf.schema_arrow.remove_metadata()
         if schema is None:
-            schema = pf.schema_arrow
-        elif pf.schema_arrow.names != schema.names:
-            raise InputError(f"{f}: columns {pf.schema_arrow.names} differ from the first file's {schema.names}")
+            schema = s
+        elif s.names != schema.names:
+            raise InputError(f"{f}: columns {s.names} differ from the first file's {schema.names}")
+        elif not s.equals(schema):
+            diff = [f"{n} is {t} there, {u} in {files[0]}" for n, t, u in zip(s.names, s.types, schema.types) if t != u]
+            raise InputError(f"{f}: column types differ from the first file's: {'; '.join(diff)}")
         for g in range(pf.num_row_groups):
             parts.append((str(f), g))
             lens.append(pf.metadata.row_group(g).num_rows)
@@ -58,7 +64,7 @@ def check_columns(by, schema, where) -> None:
 
 def read_row_group(part) -> pd.DataFrame:
     path, group = part
-    return _open(path).read_row_group(group).to_pandas()
+    return _open(path).read_row_group(group).to_pandas(ignore_metadata=True)
 
 
 def read(files):
