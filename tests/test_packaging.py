@@ -27,3 +27,10 @@ def test_wheel_ships_kernels(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, check=True, capture_output=True, text=True).stdout.strip()
     assert Path(out) == tmp_path / "site" / "dsort" / "kernels"
+
+
+def test_engine_needs_no_dask():
+    """The engines are usable without dask (the GPU image, a kernel-only user): dsort's dask front
+    end is imported on first use only."""
+    probe = "import sys, dsort, dsort.engine; assert 'dask' not in sys.modules, 'dask imported'; dsort.sort; assert 'dask' in sys.modules"
+    subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True)
