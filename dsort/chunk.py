@@ -9,6 +9,8 @@ coordinator (samples, windows) is small and travels as NumPy.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from . import engine as engines
@@ -67,10 +69,19 @@ def take(part, offset, rows, out, run):
 def merge_runs(parts_by_run, descending, na_position):
     """Merge slices of several runs into one part: each run's slices are concatenated (they are
     consecutive pieces of one sorted run), then runs merge pairwise, neighbours first, so ties keep
-    run order (the stable order)."""
+    run order (the stable order).
+
+    Values wider than 8 bytes a row (a record's payload, say) do not ride through the
+    ceil(log2 P) pairwise merges: the merges carry int64 positions, and the values are gathered
+    once at the end."""
     runs = [_concat_parts(parts) for parts in parts_by_run]
     nonempty = [r for r in runs if len(r[0])] or runs[:1]
     e = engines.get(nonempty[0][0])
+    values = [v for _, v in nonempty]
+    wide = len(nonempty) > 1 and values[0] is not None and values[0].itemsize * math.prod(values[0].shape[1:]) > 8
+    if wide:
+        starts = np.cumsum([0] + [len(k) for k, _ in nonempty[:-1]]).tolist()
+        nonempty = [(k, e.xp.arange(s, s + len(k), dtype=np.int64)) for (k, _), s in zip(nonempty, starts)]
     while len(nonempty) > 1:
         merged = []
         for (ka, va), (kb, vb) in zip(nonempty[::2], nonempty[1::2]):
@@ -81,6 +92,9 @@ def merge_runs(parts_by_run, descending, na_position):
         if len(nonempty) % 2:
             merged.append(nonempty[-1])
         nonempty = merged
+    if wide:
+        keys, positions = nonempty[0]
+        return keys, e.xp.concatenate(values)[positions]
     if any(nonempty[0] is parts[0] for parts in parts_by_run):
         keys, values = nonempty[0]  # nothing was merged or joined: don't alias an input task's data
         return _own(keys), None if values is None else _own(values)

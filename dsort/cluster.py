@@ -13,7 +13,10 @@ import sys
 import time
 from dataclasses import dataclass, field
 
+import dask
 from dask.utils import format_bytes, format_time
+
+SPILL_EARLY = {"distributed.worker.memory.target": 0.4, "distributed.worker.memory.spill": 0.5}
 
 # Task names (less their "-<token>") → the phase they belong to; any other task is the sort's own.
 PHASES = {
@@ -116,7 +119,11 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
                 cluster = stack.enter_context(LocalCUDACluster(**common))
                 kind, gpu = "LocalCUDACluster", True
             else:
-                cluster = stack.enter_context(LocalCluster(**common))
+                # A sort task holds about three input chunks while it runs, on top of what the
+                # worker stores: spill stored data earlier than dask's default (60/70 %) so that
+                # a task's working memory fits under the limit. Nannies hand this to the workers.
+                with dask.config.set(SPILL_EARLY):
+                    cluster = stack.enter_context(LocalCluster(**common))
                 kind, gpu = "LocalCluster", False
             # closing an embedded cluster cancels the scheduler's progress feeds, which it logs as
             # errors: noise once the work is done
