@@ -202,10 +202,15 @@ def run(session: Session, *collections, progress: bool = True):
     t0 = time.perf_counter()
     with get_task_stream(client=client) as ts:
         futures = client.compute(list(collections))
-        if progress:
-            progress_bars(futures, client)
-        wait(futures)
-        results = client.gather(futures)
+        try:
+            if progress:
+                progress_bars(futures, client)
+            wait(futures)
+            results = client.gather(futures)
+        except BaseException:
+            # a failed or interrupted run stops its tasks, also on a running (remote) cluster
+            client.cancel(futures)
+            raise
     session.phases = phase_times(ts.data)
     session.phases["_wall"] = time.perf_counter() - t0
     return results

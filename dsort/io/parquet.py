@@ -113,7 +113,8 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     ascending = [not descending] * len(by)
     n = sum(lens)
     job = SortJob(records=n, nbytes=sum(Path(f).stat().st_size for f in files))
-    names = [f"part-{j:05d}.parquet" for j in range(len(lens))]
+    width = max(5, len(str(len(lens) - 1)))  # one width for all, so name order is part order
+    names = [f"part-{j:0{width}d}.parquet" for j in range(len(lens))]
 
     def finish(summaries):
         manifest = {
