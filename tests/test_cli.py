@@ -58,6 +58,30 @@ def test_gen_sort_check_records(tmp_path, scheduler, capsys):
     assert "FAILURE" in capsys.readouterr().out
 
 
+def test_a_changed_record_fails_the_sort_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    """The output's count and checksum are compared with the input's: a sort that changed one
+    payload byte on the way (planted here) exits 1 and leaves nothing at OUTPUT."""
+    from distributed import LocalCluster
+
+    from dsort import chunk
+
+    take = chunk.take
+
+    def corrupting_take(*args):
+        keys, values = take(*args)
+        if values is not None and len(values):
+            values[0, 0] ^= 1
+        return keys, values
+
+    monkeypatch.setattr(chunk, "take", corrupting_take)
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 5000, src)
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:  # sees the patch
+        assert dsort("sort", src, out, "--scheduler", cluster.scheduler_address, "--chunk-size", "100kB") == 1
+    assert "checksum differs" in capsys.readouterr().err
+    assert sorted(os.listdir(tmp_path)) == ["in.bin"]
+
+
 def test_records_descending_skewed_small_keys(tmp_path, scheduler):
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     dsort("gen", "records", 20_000, src, "--skew", "--record-size", 20, "--key-size", 4)
