@@ -104,6 +104,22 @@ def test_sort_by_key_records(strategy, rng):
     assert np.array_equal(got_k, keys[order]) and np.array_equal(got_v, values[order])
 
 
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("descending,na_position", [(False, "last"), (True, "last"), (False, "first"), (True, "first")])
+def test_sort_by_key_wide_values_nan_keys(strategy, descending, na_position, rng):
+    """Rows of values wider than 8 bytes ride through the merges as positions and are gathered
+    once: float keys with NaN, -0.0 and heavy ties, many runs, every order."""
+    n = 900
+    keys = R.make_keys("float64", "special", n, rng)
+    values = rng.random((n, 3))
+    sizes = chunking(n, 13, rng)
+    sk, sv = dsort.sort_by_key(to_dask(keys, sizes), to_dask(values, sizes), descending=descending,
+                               na_position=na_position, strategy=strategy)
+    got_k, got_v = dask.compute(sk, sv, scheduler="sync")
+    order = check_sorted(keys, got_k, descending, na_position)
+    assert np.array_equal(got_v, values[order])
+
+
 def test_sort_by_key_1d_values_descending(rng):
     keys = rng.integers(0, 5, 400).astype(np.uint16)
     values = rng.random(400)
