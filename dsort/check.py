@@ -10,7 +10,8 @@ in parallel, and the result equals the summary of the whole file.
   record changes it (barring a CRC collision). For Parquet rows, whose width varies, the record hash
   is pandas' ``hash_pandas_object`` of the row instead (see :mod:`dsort.io.parquet`).
 * **order**: byte keys compare as unsigned bytes (``memcmp``); numbers by value with NaN last (both
-  directions), as :mod:`dsort.engine.keys` defines.
+  directions), as :mod:`dsort.engine.keys` defines. Written here on purpose rather than taken from
+  the engines: the check must not trust the code whose output it verifies.
 * **duplicates**: records whose key equals the previous record's key (in a sorted file: the number
   of records minus the number of distinct keys).
 
