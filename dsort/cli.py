@@ -74,7 +74,7 @@ def _cluster_kwargs(args) -> dict:
     return dict(
         n_workers=args.n_workers, threads_per_worker=args.threads_per_worker, memory_limit=args.memory_limit,
         device_memory_limit=args.device_memory_limit, local_directory=args.local_directory,
-        dashboard_address=args.dashboard_address, cpu=args.cpu,
+        dashboard_address=args.dashboard_address, cpu=args.cpu, protocol=args.protocol, rmm_pool_size=args.rmm_pool_size,
     )
 
 
@@ -298,6 +298,9 @@ def _cluster_options(p, embedded_only=False):
     g.add_argument("--threads-per-worker", type=int, help="embedded cluster: threads per worker")
     g.add_argument("--memory-limit", default="auto", help="embedded cluster: memory limit per worker, e.g. 2GB (default: auto)")
     g.add_argument("--device-memory-limit", default=None, help="embedded GPU cluster: device memory per worker above which dask-cuda spills to host")
+    g.add_argument("--protocol", choices=("tcp", "ucx"), default=None,
+                   help="embedded GPU cluster: transport between workers (default tcp); ucx moves chunks GPU to GPU (pip install 'dsort[ucx]')")
+    g.add_argument("--rmm-pool-size", default=None, help="embedded GPU cluster with --protocol ucx: RMM pool per worker, bytes or a fraction of the GPU (default 0.25)")
     g.add_argument("--local-directory", help="embedded cluster: where workers spill to disk (default: dask's temporary directory)")
     g.add_argument("--dashboard-address", default=":0", help="embedded cluster: dashboard address (default :0, any free port)")
 

@@ -3,6 +3,12 @@
 ``--scheduler ADDRESS`` connects to a running cluster; otherwise dsort starts an embedded one:
 ``dask_cuda.LocalCUDACluster`` (one worker per visible GPU) where CuPy sees a GPU and dask-cuda is
 installed, else ``distributed.LocalCluster``. The keywords are the clusters' own.
+
+Between GPU workers, dask's default transport is TCP: a chunk goes device → host → socket → host →
+device. ``protocol="ucx"`` (needs ``distributed-ucxx``; ``pip install 'dsort[ucx]'``) moves CuPy
+chunks between the GPUs of one host directly (CUDA IPC over NVLink or PCIe). Each device buffer
+that crosses needs an IPC mapping, costly to make, so UCX clusters allocate from one RMM pool per
+worker (``rmm_pool_size``, default :data:`UCX_POOL`), which CuPy uses too.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from dataclasses import dataclass, field
 import dask
 from dask.utils import format_bytes, format_time
 
+UCX_POOL = 0.25  # fraction of each GPU's memory: a UCX cluster's RMM pool per worker (it grows past it)
 SPILL_EARLY = {"distributed.worker.memory.target": 0.4, "distributed.worker.memory.spill": 0.5}
 
 # Task names (less their "-<token>") → the phase they belong to; any other task is the sort's own.
@@ -88,9 +95,10 @@ def _gpu_available() -> bool:
 
 @contextlib.contextmanager
 def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
-            local_directory=None, dashboard_address=":0", cpu=False, quiet=False):
+            local_directory=None, dashboard_address=":0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False):
     """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
-    GPU workers where a GPU is visible, unless ``cpu``."""
+    GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"`` (default) or
+    ``"ucx"`` between an embedded cluster's workers (GPU workers only)."""
     from distributed import Client, LocalCluster
 
     from .io._blocks import has_gpu
@@ -116,9 +124,14 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
 
                 if device_memory_limit is not None:
                     common["device_memory_limit"] = device_memory_limit
+                common.update(ucx_options(protocol, rmm_pool_size))
                 cluster = stack.enter_context(LocalCUDACluster(**common))
                 kind, gpu = "LocalCUDACluster", True
             else:
+                if protocol not in (None, "tcp"):
+                    from .io.errors import InputError
+
+                    raise InputError(f"--protocol {protocol}: UCX is for GPU workers (LocalCUDACluster); CPU workers use tcp")
                 # A sort task holds about three input chunks while it runs, on top of what the
                 # worker stores: spill stored data earlier than dask's default (60/70 %) so that
                 # a task's working memory fits under the limit. Nannies hand this to the workers.
@@ -141,6 +154,30 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
             print(f"cluster: {s.describe()}")
             print(f"dashboard: {dashboard}" if dashboard else "dashboard: not running (the dashboard needs bokeh: pip install 'bokeh>=3.1')")
         yield s
+
+
+def ucx_options(protocol=None, rmm_pool_size=None) -> dict:
+    """``LocalCUDACluster`` keywords for ``protocol`` (None or "tcp": none). For "ucx": UCX with
+    dask-cuda's automatic transport choice, an RMM pool per worker (``rmm_pool_size``, default
+    :data:`UCX_POOL` of the GPU's memory) and CuPy allocating from it, so that a worker's buffers
+    need one IPC mapping per peer, not one per chunk."""
+    if protocol in (None, "tcp"):
+        return {}
+    if protocol not in ("ucx", "ucxx"):
+        from .io.errors import InputError
+
+        raise InputError(f"--protocol must be tcp or ucx, got {protocol!r}")
+    try:
+        import distributed_ucxx  # noqa: F401
+    except ImportError:
+        from .io.errors import InputError
+
+        raise InputError("--protocol ucx needs UCX for dask: pip install 'dsort[ucx]' (distributed-ucxx)") from None
+    if rmm_pool_size is None:
+        rmm_pool_size = UCX_POOL
+    elif isinstance(rmm_pool_size, str) and rmm_pool_size.replace(".", "", 1).isdigit() and float(rmm_pool_size) <= 1:
+        rmm_pool_size = float(rmm_pool_size)  # a fraction of the GPU's memory, as dask-cuda takes it
+    return {"protocol": "ucx", "rmm_pool_size": rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy"]}
 
 
 def _has_bokeh() -> bool:

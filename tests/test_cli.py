@@ -317,3 +317,25 @@ def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
+
+
+def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
+    """--protocol ucx on CPU workers, or without UCX for dask installed, fails clearly before any
+    work; the cluster options it becomes are dask-cuda's own."""
+    import importlib.util
+
+    from dsort.cluster import UCX_POOL, ucx_options
+    from dsort.io.errors import InputError
+
+    assert ucx_options() == {} and ucx_options("tcp") == {}
+    with pytest.raises(InputError, match="tcp or ucx"):
+        ucx_options("udp")
+    if importlib.util.find_spec("distributed_ucxx") is None:
+        with pytest.raises(InputError, match="pip install 'dsort\\[ucx\\]'"):
+            ucx_options("ucx")
+    else:
+        assert ucx_options("ucx") == {"protocol": "ucx", "rmm_pool_size": UCX_POOL, "rmm_allocator_external_lib_list": ["cupy"]}
+        assert ucx_options("ucx", "0.1")["rmm_pool_size"] == 0.1 and ucx_options("ucx", "8GB")["rmm_pool_size"] == "8GB"
+    assert dsort("demo", "-n", 1000, "--cpu", "--protocol", "ucx") == 2
+    err = capsys.readouterr().err
+    assert "UCX is for GPU workers" in err and "Traceback" not in err
