@@ -9,6 +9,11 @@ Chunks may be NumPy (CPU workers) or CuPy (GPU workers) arrays.
 Results are lazy dask arrays with exactly the input's chunks along axis 0, the input's dtype and
 chunk type. Chunk sizes must be known to build the graph; unknown (NaN) sizes are computed first.
 
+Each chunk is sorted by the engine of its type: NumPy chunks on the CPU, CuPy chunks on their
+GPU. ``device="gpu"`` sorts NumPy chunks on the workers' GPUs (``LocalCUDACluster``): each chunk
+is copied to its worker's GPU once, runs are sorted and merged there, and the output chunks come
+back as NumPy arrays, so keys held in host memory need not be converted by hand.
+
 >>> import dask.array as da, numpy as np, dsort
 >>> x = da.from_array(np.array([3, 1, 2, 1]), chunks=2)
 >>> dsort.sort(x).compute()
@@ -25,43 +30,45 @@ from dask.array.utils import meta_from_array
 
 from . import engine as engines
 from .engine import keys as K
-from .graph import STRATEGIES, sort_graph
+from .graph import DEVICES, STRATEGIES, sort_graph
 
 
-def sort(x, *, descending=False, na_position="last", strategy="auto"):
+def sort(x, *, descending=False, na_position="last", strategy="auto", device=None):
     """Stable sort of dask array ``x`` (1-D, or 2-D ``uint8`` byte rows)."""
     x = _check_keys(x)
-    _check_options(na_position, strategy)
-    ((graph, name),) = sort_graph(x, descending=descending, na_position=na_position, strategy=strategy)
+    _check_options(na_position, strategy, device)
+    ((graph, name),) = sort_graph(x, descending=descending, na_position=na_position, strategy=strategy, device=device)
     return da.Array(graph, name, x.chunks, meta=x._meta)
 
 
-def argsort(x, *, descending=False, na_position="last", strategy="auto"):
+def argsort(x, *, descending=False, na_position="last", strategy="auto", device=None):
     """int64 positions into ``x`` that sort it stably: ``x[argsort(x)]`` equals ``sort(x)``."""
     x = _check_keys(x)
-    _check_options(na_position, strategy)
-    _, (graph, name) = sort_graph(x, positions=True, descending=descending, na_position=na_position, strategy=strategy)
+    _check_options(na_position, strategy, device)
+    _, (graph, name) = sort_graph(x, positions=True, descending=descending, na_position=na_position, strategy=strategy, device=device)
     return da.Array(graph, name, (x.chunks[0],), meta=meta_from_array(x._meta, ndim=1, dtype=np.int64))
 
 
-def sort_by_key(keys, values, *, descending=False, na_position="last", strategy="auto"):
+def sort_by_key(keys, values, *, descending=False, na_position="last", strategy="auto", device=None):
     """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys, values_in_key_order)``.
 
     ``values`` is a dask array with one row per key (any dtype, trailing dimensions allowed, e.g.
     ``(n, 90)`` uint8 payloads); it is rechunked to the keys' chunks when they differ.
     """
     keys = _check_keys(keys)
-    _check_options(na_position, strategy)
+    _check_options(na_position, strategy, device)
     values = _check_values(keys, values)
-    (kg, kname), (vg, vname) = sort_graph(keys, values, descending=descending, na_position=na_position, strategy=strategy)
+    (kg, kname), (vg, vname) = sort_graph(keys, values, descending=descending, na_position=na_position, strategy=strategy, device=device)
     out_values = da.Array(vg, vname, (keys.chunks[0],) + values.chunks[1:], meta=values._meta)
     return da.Array(kg, kname, keys.chunks, meta=keys._meta), out_values
 
 
-def _check_options(na_position, strategy):
+def _check_options(na_position, strategy, device=None):
     K.check_na_position(na_position)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be None (each chunk's own engine) or 'gpu', got {device!r}")
 
 
 def _chunk_type(x, what):

@@ -17,9 +17,13 @@ from . import engine as engines
 from . import plan
 
 
-def local_sort(keys, values, offset, positions, descending, na_position):
+def local_sort(keys, values, offset, positions, descending, na_position, device=None):
     """Sort one input chunk into a part. With ``positions``, the values are the elements' global
-    positions (int64, from ``offset``), which is how ``argsort`` is carried through the merges."""
+    positions (int64, from ``offset``), which is how ``argsort`` is carried through the merges.
+    With ``device="gpu"``, host (NumPy) chunks are first copied to the worker's GPU, where the
+    part then stays for the merges."""
+    if device == "gpu":
+        keys, values = on_gpu(keys), None if values is None else on_gpu(values)
     e = engines.get(keys)
     if positions:
         values = e.xp.arange(offset, offset + len(keys), dtype=np.int64)
@@ -101,12 +105,32 @@ def merge_runs(parts_by_run, descending, na_position):
     return nonempty[0]
 
 
-def keys_of(part):
-    return _own(part[0])
+def keys_of(part, host=False):
+    return _to_host(part[0]) if host else _own(part[0])
 
 
-def values_of(part):
-    return _own(part[1])
+def values_of(part, host=False):
+    return _to_host(part[1]) if host else _own(part[1])
+
+
+def on_gpu(array):
+    """``array`` on the worker's current GPU (a CuPy array): host arrays are copied there."""
+    if isinstance(array, np.ndarray):
+        try:
+            from .engine import cupy_engine
+        except ImportError as err:
+            raise RuntimeError(f"device='gpu' needs CuPy and a GPU on the workers: {err}") from None
+        return cupy_engine.from_host(array)
+    return array
+
+
+def _to_host(array):
+    """A new NumPy array of a part's data (the sort ran on a GPU for host chunks)."""
+    if isinstance(array, np.ndarray):
+        return _own(array)
+    from .engine import cupy_engine
+
+    return cupy_engine.to_host(array)
 
 
 def _own(array):

@@ -31,6 +31,7 @@ from dask.highlevelgraph import HighLevelGraph
 from . import chunk, plan
 
 STRATEGIES = ("auto", "multiway", "tree")
+DEVICES = (None, "gpu")
 
 
 def choose_strategy(n_chunks: int) -> str:
@@ -42,11 +43,10 @@ def choose_strategy(n_chunks: int) -> str:
     moves and rewrites every element once per round and waits for a splitter round trip per round;
     multiway moves each element once and does the same pairwise merges inside one task.
 
-    On GPUs (2x H200, 2^30 int64 keys, LocalCUDACluster over TCP; seconds, multiway vs tree):
-    keys on the GPUs, 1 worker 0.183 vs 0.217, 2 workers 2.27 vs 4.57; keys in host memory,
-    1 worker 4.27 vs 3.39, 2 workers 4.23 vs 6.72. Multiway wins wherever data crosses between
-    workers, which is where the time goes. The one loss (host data on a single GPU) was one run
-    of each and is not explained yet. BENCHMARKS.md has the table.
+    On GPUs (2x H200, 2^30 int64 keys, LocalCUDACluster over UCX, medians of 3 runs; seconds,
+    multiway vs tree): keys on the GPUs, 1 worker 0.180 vs 0.219, 2 workers 0.278 vs 0.430; keys in
+    host memory (``device="gpu"``), 1 worker 1.33 vs 1.41, 2 workers 0.98 vs 1.13. BENCHMARKS.md
+    has the table.
     """
     return "multiway"
 
@@ -68,11 +68,12 @@ class _Run:
 
 
 class _Builder:
-    def __init__(self, token, descending, na_position):
+    def __init__(self, token, descending, na_position, device=None):
         self.dsk = {}
         phases = ("sort", "sample", "bounds", "window", "splitters", "slice", "merge")
         self.names = {p: f"dsort-{p}-{token}" for p in phases}
         self.order = (descending, na_position)
+        self.device = device
 
     def add(self, key, func, *args):
         self.dsk[key] = Task(key, func, *map(_nested, args))
@@ -95,7 +96,7 @@ class _Builder:
         runs = []
         for i, (k, v, n, off) in enumerate(zip(key_chunks, value_chunks, sizes, offsets)):
             ref = None if v is None else TaskRef(v)
-            key = self.add((self.names["sort"], i), chunk.local_sort, TaskRef(k), ref, off, positions, *self.order)
+            key = self.add((self.names["sort"], i), chunk.local_sort, TaskRef(k), ref, off, positions, *self.order, self.device)
             runs.append(_Run([key], [int(n)]))
         return runs
 
@@ -135,10 +136,11 @@ def _first_keys(array):
     return out
 
 
-def sort_graph(keys, values=None, *, positions=False, descending=False, na_position="last", strategy="auto"):
+def sort_graph(keys, values=None, *, positions=False, descending=False, na_position="last", strategy="auto", device=None):
     """Build the sort of dask array ``keys`` (known chunk sizes along axis 0, one chunk in any
     other axis) carrying ``values`` (same chunks along axis 0) or, with ``positions``, the global
-    int64 positions of the elements.
+    int64 positions of the elements. ``device="gpu"``: host chunks are sorted and merged on the
+    workers' GPUs and the output chunks come back to host memory.
 
     Returns ``[(graph, name), ...]``: the sorted keys, then the carried values if any; output
     chunk ``i`` is task ``(name, i, 0...)``, of the input's size. The graphs share their tasks.
@@ -148,8 +150,10 @@ def sort_graph(keys, values=None, *, positions=False, descending=False, na_posit
     sizes = [int(n) for n in keys.chunks[0]]
     if strategy == "auto":
         strategy = choose_strategy(len(sizes))
-    token = tokenize(keys, values, positions, descending, na_position, strategy)
-    b = _Builder(token, descending, na_position)
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    token = tokenize(keys, values, positions, descending, na_position, strategy, device)
+    b = _Builder(token, descending, na_position, device)
     value_chunks = _first_keys(values) if values is not None else [None] * len(sizes)
     runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions)
     if strategy == "multiway":
@@ -165,12 +169,13 @@ def sort_graph(keys, values=None, *, positions=False, descending=False, na_posit
     final = runs[0].parts
     key_name = f"dsort-sorted-keys-{token}"
     value_name = f"dsort-sorted-values-{token}" if (values is not None or positions) else None
+    back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
     outputs = [(key_name, keys.ndim, chunk.keys_of)]
     if value_name:
         outputs.append((value_name, 1 if values is None else values.ndim, chunk.values_of))
     for name, nd, getter in outputs:
         for i, part in enumerate(final):
             key = (name, i) + (0,) * (nd - 1)
-            b.dsk[key] = Task(key, getter, TaskRef(part))
+            b.dsk[key] = Task(key, getter, TaskRef(part), back_to_host)
     deps = [keys] if values is None else [keys, values]
     return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]

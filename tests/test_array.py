@@ -5,6 +5,8 @@ one with worker processes). GPU tests (``-m gpu``) run the same checks on CuPy c
 ``dask_cuda.LocalCUDACluster`` over the visible GPUs.
 """
 
+import os
+
 import dask
 import dask.array as da
 import numpy as np
@@ -189,6 +191,21 @@ def test_bad_input():
         dsort.sort(dx, na_position="middle")
     with pytest.raises(ValueError, match="strategy"):
         dsort.argsort(dx, strategy="bogus")
+    for device in ("cpu", "GPU", "cuda"):
+        with pytest.raises(ValueError, match="device"):
+            dsort.sort(dx, device=device)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="checks the error where the workers have no GPU")
+def test_device_gpu_without_a_gpu():
+    import importlib.util
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed: the error would be CUDA's own")
+    dx = to_dask(np.arange(10)[::-1].copy(), (5, 5))
+    s = dsort.sort(dx, device="gpu")  # building the graph needs no GPU
+    with pytest.raises(RuntimeError, match="device='gpu' needs CuPy"):
+        s.compute(scheduler="sync")
 
 
 # ---- distributed -----------------------------------------------------------------------------
@@ -244,7 +261,11 @@ def _to_cupy(dx):
 def cuda_client():
     dask_cuda = pytest.importorskip("dask_cuda")
     distributed = pytest.importorskip("distributed")
-    with dask_cuda.LocalCUDACluster(dashboard_address=":0") as cluster:
+    from dsort.cluster import ucx_options
+
+    # DSORT_TEST_PROTOCOL=ucx runs these over UCX (GPU to GPU), as scripts/gpu-run ucx does
+    extra = ucx_options(os.environ.get("DSORT_TEST_PROTOCOL"), "4GB")
+    with dask_cuda.LocalCUDACluster(dashboard_address=":0", **extra) as cluster:
         with distributed.Client(cluster) as c:
             yield c
 
@@ -268,6 +289,39 @@ def test_gpu_cupy_chunks(where, descending, dtype, strategy, rng, request):
     assert isinstance(got_s, cupy.ndarray)
     check_sorted(x, cupy.asnumpy(got_s), descending)
     assert np.array_equal(cupy.asnumpy(got_a), R.argsort(x, descending, "first"))
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+@pytest.mark.parametrize("dtype", ["int64", "float64", "rows10"])
+@pytest.mark.parametrize("where", ["sync", "cluster"])
+@gpu_test
+def test_gpu_host_chunks(where, dtype, strategy, rng, request):
+    """device="gpu": NumPy chunks sorted on the GPUs come back as NumPy chunks. Chunk sizes straddle
+    the engine's page-locked copy threshold (just under and over it), with an empty and a small one."""
+    from dsort.engine import cupy_engine
+
+    client = request.getfixturevalue("cuda_client") if where == "cluster" else None
+    row = 10 if dtype == "rows10" else np.dtype(dtype).itemsize
+    per = cupy_engine.PINNED_MIN_BYTES // row
+    sizes = (per - 1, 0, per + 1, 3)
+    n = sum(sizes)
+    x = R.make_keys(dtype, "random", n, rng)
+    dx = to_dask(x, sizes)
+    descending = bool(rng.integers(0, 2))
+    values = rng.integers(0, 256, (n, 24), dtype=np.uint8)
+    s = dsort.sort(dx, descending=descending, strategy=strategy, device="gpu")
+    a = dsort.argsort(dx, descending=descending, strategy=strategy, device="gpu")
+    sk, sv = dsort.sort_by_key(dx, to_dask(values, sizes), descending=descending, strategy=strategy, device="gpu")
+    assert isinstance(s._meta, np.ndarray) and s.chunks == dx.chunks
+    outs = [s, a, sk, sv]
+    got = client.compute(outs, sync=True) if client else dask.compute(*outs, scheduler="sync")
+    assert all(type(g) is np.ndarray for g in got)
+    order = check_sorted(x, got[0], descending)
+    assert np.array_equal(got[1], order)
+    assert x[order].tobytes() == got[2].tobytes() and np.array_equal(got[3], values[order])
+    blocks = list(s.to_delayed().ravel())
+    parts = client.compute(blocks, sync=True) if client else dask.compute(*blocks, scheduler="sync")
+    assert [len(p) for p in parts] == list(sizes) and all(type(p) is np.ndarray and p.flags.writeable for p in parts)
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

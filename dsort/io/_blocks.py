@@ -51,8 +51,12 @@ def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype,
 
 
 def to_host(x):
-    """A NumPy array of ``x`` (a CuPy array is copied to the host)."""
-    return x.get() if hasattr(x, "get") and not isinstance(x, np.ndarray) else np.asarray(x)
+    """A NumPy array of ``x`` (a CuPy array is copied to the host, page-locked: see the engine)."""
+    if isinstance(x, np.ndarray) or not hasattr(x, "get"):
+        return np.asarray(x)
+    from ..engine import cupy_engine
+
+    return cupy_engine.to_host(x)
 
 
 def write_at(path, offset: int, data: np.ndarray) -> None:
@@ -74,10 +78,10 @@ def allocate(path: Path, size: int) -> None:
 
 
 def to_device(x):
-    """``x`` on the worker's current GPU (a CuPy array)."""
-    import cupy
+    """``x`` on the worker's current GPU (a CuPy array; host arrays are copied page-locked)."""
+    from ..engine import cupy_engine
 
-    return cupy.asarray(x)
+    return cupy_engine.from_host(x)
 
 
 def has_gpu() -> bool:
