@@ -7,14 +7,16 @@
 GPU mode (a ``LocalCUDACluster``, one worker per GPU, for each count in ``--workers``):
 
 * ``gpu``: keys held as CuPy chunks on the GPUs (persisted first), sorted result left there.
-* ``host``: keys held as NumPy chunks in the workers' host memory (persisted first); each chunk
-  goes to its worker's GPU, is sorted, and the result comes back to host memory.
+* ``host``: keys held as NumPy chunks in the workers' host memory (persisted first), sorted with
+  ``dsort.sort(x, device="gpu")``: each chunk goes to its worker's GPU once, runs are sorted and
+  merged there, and the output chunks come back to host memory as NumPy arrays.
 
 CPU mode (``--cpu``): a ``LocalCluster`` of ``--workers`` single-threaded processes, NumPy chunks.
 
-Each configuration runs both strategies twice: once as the whole lazy graph (``total``, the
-figure that counts), once phase by phase with a barrier after each (``local sort``, then per merge
-round ``splitters`` and ``merge``), which splits the time. Baselines, in the same run: ``cupy.sort``
+Each configuration runs each strategy ``--repeat`` times as the whole lazy graph and reports the
+median run (``total``); the task stream of that run splits it along the critical path: ``local sort`` until the last local sort ends,
+``splitters`` from there (per merge round: from the end of the round's input) to the end of the
+round's splitter task, ``merge`` the rest (merges and the copies back to host memory). Baselines, in the same run: ``cupy.sort``
 on one GPU (``numpy.sort`` in CPU mode) of the same keys, and ``dask.dataframe`` ``sort_values``
 of an int64 key + int64 value frame (2^df-log2n rows, persisted first) on a ``LocalCluster`` using
 the machine's CPUs. Throughput is keys per second; the table comes last.
@@ -23,70 +25,53 @@ the machine's CPUs. Throughput is keys per second; the table comes last.
 from __future__ import annotations
 
 import argparse
+import ast
 import os
 import time
 
 import numpy as np
 from _common import print_table, write_json
+from dask.utils import key_split
 
 import dsort
 
 
-def _phase_keys(dsk):
-    """Task keys of the dsort phases: local sorts, and per merge round its splitter and merge keys."""
-    sorts, rounds = [], {}
-    for k in dsk:
-        if not isinstance(k, tuple) or not isinstance(k[0], str):
-            continue
-        name = k[0]
-        if name.startswith("dsort-sort-"):
-            sorts.append(k)
-        elif name.startswith("dsort-splitters-"):
-            rounds.setdefault(k[1], ([], []))[0].append(k)
-        elif name.startswith("dsort-merge-"):
-            rounds.setdefault(k[1], ([], []))[1].append(k)
-    return sorts, [rounds[r] for r in sorted(rounds)]
+def _level(key):
+    """The merge round of a dsort task key: ``(name, level, ...)``; 0 for a multiway merge."""
+    if isinstance(key, str):
+        key = ast.literal_eval(key)
+    return int(key[1]) if isinstance(key, tuple) and len(key) > 2 else 0
 
 
-def _flat(keys):
-    out = []
-    for k in keys:
-        out.extend(_flat(k) if isinstance(k, list) else [k])
-    return out
-
-
-def run_phased(client, result):
-    """Compute ``result``'s graph with a barrier after each phase; returns seconds per phase."""
-    from distributed import wait
-
-    dsk = dict(result.__dask_graph__())
-    sorts, rounds = _phase_keys(dsk)
-    held = {}
-
-    def step(keys):
-        t = time.perf_counter()
-        futures = client.get({**dsk, **held}, keys, sync=False)
-        wait(futures)
-        held.update(zip(keys, futures))
-        return time.perf_counter() - t
-
-    times = {"local sort": step(sorts), "splitters": 0.0, "merge": 0.0}
-    for splitters, merges in rounds:
-        times["splitters"] += step(splitters) if splitters else 0.0
-        times["merge"] += step(merges)
-    times["merge"] += step(_flat(result.__dask_keys__()))  # output chunks (and any copy back)
-    held.clear()
-    return times
+def phase_split(records, t0, t1):
+    """Seconds of the critical path in each phase, from one run's task stream: ``local sort`` until
+    the last local sort ends; ``splitters``, per merge round, from the end of the round's input
+    (the local sorts, or the previous round's merges) to its splitter task's end; ``merge`` the rest."""
+    ends = {}
+    for r in records:
+        for ss in r.get("startstops", ()):
+            if ss.get("action") == "compute":
+                k = (key_split(r["key"]), _level(r["key"]) if key_split(r["key"]) != "dsort-sort" else 0)
+                ends[k] = max(ends.get(k, 0.0), ss["stop"])
+    sort_end = ends.get(("dsort-sort", 0), t0)
+    local = max(0.0, sort_end - t0)
+    splitters, prev = 0.0, sort_end
+    for level in sorted(lv for name, lv in ends if name == "dsort-splitters"):
+        splitters += max(0.0, ends[("dsort-splitters", level)] - prev)
+        prev = max(prev, ends.get(("dsort-merge", level), prev))
+    return {"local sort": local, "splitters": splitters, "merge": max(0.0, (t1 - t0) - local - splitters)}
 
 
 def run_total(client, result):
-    """Persist the whole lazy graph; returns (seconds, persisted result)."""
-    from distributed import wait
+    """Persist the whole lazy graph; returns (seconds, per-phase seconds, persisted result)."""
+    from distributed import get_task_stream, wait
 
-    t = time.perf_counter()
-    out = client.persist(result)
-    wait(out)
-    return time.perf_counter() - t, out
+    with get_task_stream(client=client) as ts:
+        t0, c0 = time.time(), time.perf_counter()
+        out = client.persist(result)
+        wait(out)
+        total = time.perf_counter() - c0
+    return total, phase_split(ts.data, t0, t0 + total), out
 
 
 def check_sorted(client, out, n):
@@ -113,28 +98,32 @@ def make_keys(n, chunk, seed=0):
     return da.random.default_rng(seed).integers(-(2**62), 2**62, n, chunks=chunk, dtype=np.int64)
 
 
-def bench_dsort(client, x, n, label, workers, strategies, to_device=None, to_host=None):
-    """Rows for both strategies on keys ``x`` (persisted); optional device hops around the sort."""
+def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol="tcp", repeat=3):
+    """Rows for both strategies on keys ``x`` (persisted), sorted with ``dsort.sort(device=...)``:
+    the median of ``repeat`` runs (the first one's result checked)."""
     rows = []
     for strategy in strategies:
-        y = x.map_blocks(to_device[0], meta=to_device[1]) if to_device else x
-        result = dsort.sort(y, strategy=strategy)
-        if to_host:
-            result = result.map_blocks(to_host, meta=np.empty(0, np.int64))
+        result = dsort.sort(x, strategy=strategy, device=device)
         # Warm-up on a small slice: imports, CUDA contexts and kernel compiles stay out of the timings.
         m = min(n, 1 << 16)
-        client.compute(dsort.sort(y[:m].rechunk(-(-m // len(x.chunks[0]))), strategy=strategy), sync=True)
-        total, out = run_total(client, result)
-        check_sorted(client, out, n)
-        del out
-        phases = run_phased(client, result)
+        client.compute(dsort.sort(x[:m].rechunk(-(-m // len(x.chunks[0]))), strategy=strategy, device=device), sync=True)
+        runs = []
+        for i in range(repeat):
+            total, phases, out = run_total(client, result)
+            if i == 0:
+                check_sorted(client, out, n)
+            del out
+            runs.append((total, phases))
+        total, phases = sorted(runs, key=lambda r: r[0])[len(runs) // 2]  # the median run
         rows.append(
             {
                 "data": label,
                 "workers": workers,
                 "strategy": strategy,
+                "protocol": protocol,
                 "P": len(x.chunks[0]),
                 "N": f"2^{int(np.log2(n))}",
+                "runs": repeat,
                 "total s": round(total, 3),
                 "local sort s": round(phases["local sort"], 3),
                 "splitters s": round(phases["splitters"], 3),
@@ -147,12 +136,16 @@ def bench_dsort(client, x, n, label, workers, strategies, to_device=None, to_hos
     return rows
 
 
-def gpu_cluster(n_gpus):
-    """One worker per GPU: dask_cuda's LocalCUDACluster, or the same spec by hand without it."""
+def gpu_cluster(n_gpus, protocol="tcp", rmm_pool_size=None):
+    """One worker per GPU: dask_cuda's LocalCUDACluster (over ``protocol``, with dsort's UCX
+    settings), or the same spec by hand without it (TCP)."""
     try:
         from dask_cuda import LocalCUDACluster
 
-        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n_gpus)), dashboard_address=":0")
+        from dsort.cluster import ucx_options
+
+        extra = ucx_options(protocol, rmm_pool_size)
+        return LocalCUDACluster(CUDA_VISIBLE_DEVICES=list(range(n_gpus)), dashboard_address=":0", **extra)
     except ImportError:
         from distributed import Nanny, Scheduler, SpecCluster
 
@@ -221,8 +214,11 @@ def main(argv=None):
     p.add_argument("--workers", default=None, help="worker counts, comma separated (default: 1,2 GPUs; 2 CPU workers)")
     p.add_argument("--chunks-per-worker", type=int, default=4)
     p.add_argument("--strategies", default="multiway,tree")
+    p.add_argument("--protocol", default="tcp", choices=("tcp", "ucx"), help="GPU mode: transport between workers")
+    p.add_argument("--rmm-pool-size", default=None, help="GPU mode with ucx: RMM pool per worker (default: dsort's)")
     p.add_argument("--df-log2n", type=int, help="rows of the dask.dataframe baseline (default min(log2n, 26))")
     p.add_argument("--df-workers", default=None, help="dask.dataframe cluster as WORKERSxTHREADS (default: CPU count / 4 x 4)")
+    p.add_argument("--repeat", type=int, default=3, help="runs of each configuration (the median is reported)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     log2n = args.log2n or (22 if args.cpu else 30)
@@ -239,21 +235,26 @@ def main(argv=None):
         if args.cpu:
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, dashboard_address=":0")
         else:
-            cluster = gpu_cluster(workers)
+            cluster = gpu_cluster(workers, args.protocol, args.rmm_pool_size)
         with cluster, Client(cluster) as client:
             x = make_keys(n, chunk).persist()
             wait(x)
+            placed = {}
+            for holders in client.who_has(x).values():
+                for w in holders:
+                    placed[w] = placed.get(w, 0) + 1
+            print(f"{workers} worker(s): input chunks per worker {sorted(placed.values())}", flush=True)
             if args.cpu:
-                rows += bench_dsort(client, x, n, "host", workers, strategies)
+                rows += bench_dsort(client, x, n, "host", workers, strategies, repeat=args.repeat)
             else:
                 import cupy
 
                 meta = cupy.empty(0, np.int64)
                 xg = x.map_blocks(cupy.asarray, meta=meta).persist()
                 wait(xg)
-                rows += bench_dsort(client, xg, n, "gpu", workers, strategies)
+                rows += bench_dsort(client, xg, n, "gpu", workers, strategies, protocol=args.protocol, repeat=args.repeat)
                 del xg
-                rows += bench_dsort(client, x, n, "host", workers, strategies, to_device=(cupy.asarray, meta), to_host=cupy.asnumpy)
+                rows += bench_dsort(client, x, n, "host", workers, strategies, device="gpu", protocol=args.protocol, repeat=args.repeat)
             del x
     cores = os.cpu_count() or 2
     if args.df_workers:
@@ -277,8 +278,8 @@ def main(argv=None):
         base = one.get((r.get("data"), r.get("strategy")))
         if base and isinstance(r.get("workers"), int) and r["workers"] > 1:
             r["vs 1 worker"] = f"{r['Mkeys/s'] / base:.2f}x"
-    write_json(args.json, rows, benchmark="distributed", mode="cpu" if args.cpu else "gpu", log2n=log2n)
-    columns = ["data", "workers", "strategy", "P", "N", "total s", "local sort s", "splitters s", "merge s", "splitters %", "Mkeys/s", "vs 1 worker", "vs sort_values"]
+    write_json(args.json, rows, benchmark="distributed", mode="cpu" if args.cpu else "gpu", log2n=log2n, protocol=args.protocol)
+    columns = ["data", "workers", "strategy", "protocol", "P", "N", "runs", "total s", "local sort s", "splitters s", "merge s", "splitters %", "Mkeys/s", "vs 1 worker", "vs sort_values"]
     print()
     print_table(rows, columns)
 
