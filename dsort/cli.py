@@ -138,7 +138,7 @@ def sort_files(args, session, checked=None) -> dict:
     to_device = None
     if session.gpu:
         from .io._blocks import to_device
-    with io.staged(output, directory=fmt == "parquet") as tmp:
+    with io.staged(output, directory=fmt == "parquet", overwrite=args.overwrite) as tmp:
         if fmt == "records":
             rows = _rows_per_block(session, args.record_size, args.chunk_size)
             job = records.sort_job(files, tmp, record_size=args.record_size, key_size=args.key_size, rows_per_block=rows,

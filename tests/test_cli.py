@@ -181,6 +181,11 @@ def _bad_inputs(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.bin").write_bytes(bytes(100))
     (tmp_path / "exists.bin").write_bytes(b"keep")
+    (tmp_path / "important").mkdir()
+    (tmp_path / "important" / "notes.txt").write_bytes(b"mine")
+    (tmp_path / "mixed").mkdir()
+    (tmp_path / "mixed" / "r.bin").write_bytes(bytes(200))
+    np.save(tmp_path / "mixed" / "stray.npy", np.arange(5))
     (tmp_path / "pq").mkdir()
     pd.DataFrame({"a": np.array([2, 1], np.int32)}).to_parquet(tmp_path / "pq" / "1.parquet")
     pd.DataFrame({"a": np.array([4, 3], np.int64)}).to_parquet(tmp_path / "pq" / "2.parquet")
@@ -197,6 +202,10 @@ def _bad_inputs(tmp_path):
         ([tmp_path / "pq", tmp_path / "out", "--by", "a"], "column types differ"),
         ([tmp_path / "d" / "a.bin", tmp_path / "exists.bin"], "--overwrite"),
         ([tmp_path / "d" / "a.bin", tmp_path / "out", "--key-size", 101], "--key-size"),
+        ([tmp_path / "d" / "a.bin", tmp_path / "important", "--overwrite"], "did not write"),
+        ([tmp_path / "t.parquet", tmp_path / "important", "--by", "a", "--overwrite"], "did not write"),
+        ([tmp_path / "mixed", tmp_path / "out"], "npy: stray.npy; records: r.bin"),
+        ([tmp_path / "mixed", tmp_path / "out", "--format", "records"], "several formats"),
     ]
 
 
@@ -209,6 +218,9 @@ def test_bad_inputs_fail_clearly_and_write_nothing(tmp_path, capsys):
         assert message in err and "Traceback" not in err, (args, err)
         assert sorted(p.name for p in tmp_path.rglob("*")) == before, args
     assert (tmp_path / "exists.bin").read_bytes() == b"keep"
+    assert (tmp_path / "important" / "notes.txt").read_bytes() == b"mine"
+    assert dsort("check", tmp_path / "mixed") == 2  # never a SUCCESS for the .npy alone
+    assert "several formats" in capsys.readouterr().err
 
 
 def test_overwrite_replaces_only_when_complete(tmp_path, scheduler):

@@ -14,6 +14,7 @@ from dsort import check as C
 from dsort import gen
 from dsort.dataframe import encode_keys, sort_values
 from dsort.io import InputError, check_destination, discover, staged
+from dsort.io._output import MARKER, OutputExists
 from dsort.io import npy as npyio
 from dsort.io import records as recio
 
@@ -85,8 +86,13 @@ def test_discover_file_directory_glob(tmp_path):
     assert discover(str(tmp_path / "*.bin"))[1] == [tmp_path / "a.bin", tmp_path / "b.bin"]
     np.save(tmp_path / "x.npy", np.arange(3))
     assert discover(tmp_path / "x.npy")[0] == "npy"
-    assert discover(tmp_path) == ("npy", [tmp_path / "x.npy"], [tmp_path])  # the files the name says
-    assert discover(tmp_path, "records")[1] == [tmp_path / n for n in ("a.bin", "b.bin", "x.npy")]
+    for fmt in (None, "records", "npy"):  # a stray .npy among records: refused, named, never dropped
+        with pytest.raises(InputError, match=r"several formats \(npy: x.npy; records: a.bin, b.bin\)"):
+            discover(tmp_path, fmt)
+    with pytest.raises(InputError, match="several formats"):
+        discover(str(tmp_path / "*"))
+    assert discover(str(tmp_path / "*.npy")) == ("npy", [tmp_path / "x.npy"], [])
+    (tmp_path / "x.npy").unlink()
     (tmp_path / "p.parquet").write_bytes(b"")
     with pytest.raises(InputError, match="several formats"):
         discover(tmp_path)
@@ -146,15 +152,100 @@ def test_destination_rules(tmp_path):
         check_destination(tmp_path / "nodir" / "out.bin", [], overwrite=False)
 
 
+def test_overwrite_replaces_only_files_and_dsort_directories(tmp_path):
+    """An unrelated directory at OUTPUT is never deleted, --overwrite or not; one dsort wrote
+    (its manifest inside) may be replaced, and is, in one exchange."""
+    important = tmp_path / "important"
+    important.mkdir()
+    (important / "thesis.tex").write_bytes(b"years of work")
+    for overwrite in (False, True):
+        with pytest.raises(InputError, match="did not write" if overwrite else "--overwrite"):
+            check_destination(important, [], overwrite=overwrite)
+    ours = tmp_path / "sorted"
+    ours.mkdir()
+    (ours / MARKER).write_text("{}")
+    (ours / "part-00000.parquet").write_bytes(b"old")
+    assert check_destination(ours, [], overwrite=True) == ours
+    with staged(ours, directory=True, overwrite=True) as tmp:
+        (tmp / "part-00000.parquet").write_bytes(b"new")
+        (tmp / MARKER).write_text("{}")
+    assert (ours / "part-00000.parquet").read_bytes() == b"new"
+    # the marker is checked again at the end: a directory swapped in meanwhile survives
+    out = tmp_path / "late"
+    with pytest.raises(InputError, match="did not write"):
+        with staged(out, overwrite=True) as tmp:
+            tmp.write_bytes(b"sorted")
+            out.mkdir()
+            (out / "keep").write_bytes(b"k")
+    assert (out / "keep").read_bytes() == b"k"
+    assert (important / "thesis.tex").read_bytes() == b"years of work"
+    assert sorted(os.listdir(tmp_path)) == ["important", "late", "sorted"]
+
+
+def test_an_output_that_appears_meanwhile_is_kept_and_the_loser_fails(tmp_path):
+    """Two runs without --overwrite that both started before OUTPUT existed: the one that finishes
+    second fails clearly, and the first one's output stays as it was."""
+    for directory in (False, True):
+        out = tmp_path / f"out{int(directory)}"
+        with pytest.raises(OutputExists, match="appeared while this sort ran"):
+            with staged(out, directory=directory) as tmp:
+                (tmp / "part" if directory else tmp).write_bytes(b"second")
+                out.write_bytes(b"first")  # the other run published first
+        assert out.read_bytes() == b"first"
+    assert sorted(os.listdir(tmp_path)) == ["out0", "out1"]
+
+
+def test_publishing_flushes_only_what_dsort_wrote(tmp_path, monkeypatch):
+    """Not the other files beside OUTPUT: they may be many, or vanish meanwhile."""
+    neighbour = tmp_path / "someone-elses.bin"
+    neighbour.write_bytes(b"x")
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with staged(tmp_path / "out", directory=True) as tmp:
+        (tmp / "part").write_bytes(b"p")
+        neighbour.unlink()  # another job's temporary file, gone before we publish
+    names = [os.path.basename(p) for p in synced]
+    assert "someone-elses.bin" not in names and "part" in names and names[-1] == tmp_path.name
+
+
+def test_a_directory_swap_never_leaves_output_missing(tmp_path, monkeypatch):
+    """Replacing a directory OUTPUT is one atomic exchange: interrupted right after it, OUTPUT is
+    the new complete directory, never missing."""
+    from dsort.io import _output
+
+    out = tmp_path / "sorted"
+    out.mkdir()
+    (out / MARKER).write_text("{}")
+    (out / "part").write_bytes(b"old")
+    seen = []
+
+    def interrupted_remove(path):
+        seen.append(out.exists() and (out / "part").read_bytes())
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_output, "_remove", interrupted_remove)
+    with pytest.raises(KeyboardInterrupt):
+        with staged(out, directory=True, overwrite=True) as tmp:
+            (tmp / "part").write_bytes(b"new")
+            (tmp / MARKER).write_text("{}")
+    assert seen and set(seen) == {b"new"} and (out / "part").read_bytes() == b"new"
+
+
 def test_staged_output_is_all_or_nothing(tmp_path):
     out = tmp_path / "out.bin"
     out.write_bytes(b"old")
     with pytest.raises(RuntimeError):
-        with staged(out) as tmp:
+        with staged(out, overwrite=True) as tmp:
             tmp.write_bytes(b"half")
             raise RuntimeError("boom")
     assert out.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.bin"]
-    with staged(out) as tmp:
+    with staged(out, overwrite=True) as tmp:
         tmp.write_bytes(b"new")
     assert out.read_bytes() == b"new" and os.listdir(tmp_path) == ["out.bin"]
     d = tmp_path / "dir"

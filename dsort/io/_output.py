@@ -1,23 +1,67 @@
-"""Output that appears whole or not at all: written under a temporary name beside OUTPUT, renamed last."""
+"""Output that appears whole or not at all, and never at the cost of what dsort did not write.
+
+OUTPUT is written under a temporary name beside it (``.NAME.dsort-tmp-PID-XXXXXXXX``) and published
+by one rename when complete:
+
+* without ``overwrite`` the rename refuses to replace anything (``renameat2(RENAME_NOREPLACE)``), so
+  of two runs that started before OUTPUT existed the second to finish fails clearly and the first
+  one's result stays;
+* with ``overwrite`` OUTPUT may be a file (or a symbolic link, which is replaced, not followed) or a
+  directory that dsort wrote (its manifest :data:`MARKER` inside); anything else is refused. The new
+  output and the old one trade places in one atomic exchange (``RENAME_EXCHANGE``), so OUTPUT is
+  never missing, then the old one, now under the temporary name, is removed.
+
+Only what dsort wrote is flushed (its files, then the directory entry of OUTPUT), never the other
+files beside OUTPUT.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import os
 import shutil
 import signal
+import stat
 import uuid
 from pathlib import Path
 
 from .errors import InputError
 
+MARKER = "_dsort.json"  # inside every directory dsort writes: its manifest
+TMP_TAG = ".dsort-tmp-"  # temporary names: ".{OUTPUT name}.dsort-tmp-{pid}-{random}"
+
+
+class OutputExists(InputError):
+    """OUTPUT appeared while the sort ran (another run wrote it): this run's result is dropped."""
+
+
+def _written_by_dsort(path: Path) -> bool:
+    return (path / MARKER).is_file()
+
+
+def _check_replaceable(out: Path, shown) -> None:
+    """Raise unless ``--overwrite`` may replace what is at ``out``."""
+    st = os.lstat(out)
+    if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
+        return
+    if stat.S_ISDIR(st.st_mode):
+        if _written_by_dsort(out):
+            return
+        raise InputError(
+            f"OUTPUT {shown} is a directory that dsort did not write (no {MARKER} inside); --overwrite replaces only "
+            "files and directories that dsort wrote. Remove it yourself, or choose another OUTPUT"
+        )
+    raise InputError(f"OUTPUT {shown} exists and is not a regular file or directory; dsort will not replace it")
+
 
 def check_destination(output, inputs, *, overwrite: bool, input_dirs=()) -> Path:
     """Refuse an OUTPUT that would clobber or feed on the input; return it as an absolute path.
 
-    Refused: an existing OUTPUT without ``overwrite``; OUTPUT equal to an input file or inside an
-    input directory (with ``overwrite`` too: the next run would read its own output); a missing
-    parent directory.
+    Refused: an existing OUTPUT without ``overwrite``, and with it anything but a file or a directory
+    dsort wrote; OUTPUT equal to an input file or inside an input directory (with ``overwrite`` too:
+    the next run would read its own output); a missing or unwritable parent directory.
     """
     out = Path(output).absolute()
     real = Path(os.path.realpath(out))
@@ -34,9 +78,17 @@ def check_destination(output, inputs, *, overwrite: bool, input_dirs=()) -> Path
     if out.exists() or out.is_symlink():
         if not overwrite:
             raise InputError(f"OUTPUT {output} exists; pass --overwrite to replace it")
+        _check_replaceable(out, output)
     if not out.parent.is_dir():
         raise InputError(f"the directory of OUTPUT {output} does not exist: {out.parent}")
+    if not os.access(out.parent, os.W_OK | os.X_OK):
+        raise InputError(f"the directory of OUTPUT {output} is not writable: {out.parent}")
     return out
+
+
+def temporary_name(output: Path, kind: str = "tmp") -> Path:
+    """A hidden name beside ``output`` that says who made it: ``.NAME.dsort-KIND-PID-RANDOM``."""
+    return output.parent / f".{output.name}.dsort-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def _remove(path: Path) -> None:
@@ -47,15 +99,95 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
+# -- one atomic rename -----------------------------------------------------------------------------
+
+_NOREPLACE, _EXCHANGE = 1, 2
+_AT_FDCWD = -100
+_renameat2 = None
+
+
+def _rename2(src: Path, dst: Path, flags: int) -> bool:
+    """``renameat2(src, dst, flags)``; False where the kernel or file system lacks it (then the
+    caller falls back), an ``OSError`` for any other failure."""
+    global _renameat2
+    if _renameat2 is None:
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            fn = libc.renameat2
+            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            _renameat2 = fn
+        except (OSError, AttributeError):
+            _renameat2 = False
+    if _renameat2 is False:
+        return False
+    if _renameat2(_AT_FDCWD, os.fsencode(src), _AT_FDCWD, os.fsencode(dst), flags) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.ENOTSUP):
+        return False
+    raise OSError(err, os.strerror(err), str(dst))
+
+
+def _publish_new(tmp: Path, output: Path) -> None:
+    """Move ``tmp`` to ``output``, which must not exist: :class:`OutputExists` if it does."""
+    try:
+        if _rename2(tmp, output, _NOREPLACE):
+            return
+        if tmp.is_dir():  # fallback: rename replaces only an empty directory, never a file
+            if output.exists() or output.is_symlink():
+                raise FileExistsError(errno.EEXIST, "exists", str(output))
+            os.rename(tmp, output)
+        else:
+            os.link(tmp, output)  # fails if output exists
+            tmp.unlink()
+    except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
+        raise OutputExists(f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and "
+                           "nothing of this run was written") from e
+    except OSError as e:
+        if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
+            raise OutputExists(f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and "
+                               "nothing of this run was written") from None
+        raise
+
+
+def _publish_over(tmp: Path, output: Path) -> None:
+    """Put ``tmp`` at ``output`` in one step, replacing what is there if dsort may."""
+    if not (output.exists() or output.is_symlink()):
+        with contextlib.suppress(OutputExists):
+            return _publish_new(tmp, output)
+    _check_replaceable(output, output)  # again: it may have changed while the sort ran
+    if _rename2(tmp, output, _EXCHANGE):  # the old output now sits at tmp
+        _remove(tmp)
+        return
+    if not tmp.is_dir() and not (output.is_dir() and not output.is_symlink()):
+        os.replace(tmp, output)
+        return
+    # no exchange on this file system: move the old directory aside under a name that says so,
+    # and back if the new one cannot take its place
+    old = temporary_name(output, "old")
+    os.rename(output, old)
+    try:
+        os.rename(tmp, output)
+    except BaseException:
+        os.rename(old, output)
+        raise
+    _remove(old)
+
+
+# -- staging -----------------------------------------------------------------------------------------
+
+
 @contextlib.contextmanager
-def staged(output: Path, *, directory: bool = False):
-    """Yield a temporary path in OUTPUT's directory; rename it to OUTPUT if the block succeeds.
+def staged(output: Path, *, directory: bool = False, overwrite: bool = False):
+    """Yield a temporary path in OUTPUT's directory; publish it at OUTPUT if the block succeeds.
 
     On any exception (``KeyboardInterrupt`` and SIGTERM included: SIGTERM is turned into
-    ``SystemExit`` while the block runs; a signal also vetoes the rename) the temporary path is removed and OUTPUT is left as it was.
-    An existing OUTPUT (allowed by the caller) is replaced only after the new one is complete.
+    ``SystemExit`` while the block runs; a signal also vetoes the rename) the temporary path is
+    removed and OUTPUT is left as it was. Without ``overwrite`` an OUTPUT that appeared meanwhile
+    is kept and :class:`OutputExists` raised; with it, OUTPUT is replaced in one atomic exchange.
     """
-    tmp = output.parent / f".{output.name}.dsort-tmp-{uuid.uuid4().hex[:8]}"
+    output = Path(output)
+    tmp = temporary_name(output)
     if directory:
         tmp.mkdir()
     stopped = []
@@ -74,22 +206,9 @@ def staged(output: Path, *, directory: bool = False):
         yield tmp
         if stopped:
             raise KeyboardInterrupt if stopped[0] == signal.SIGINT else SystemExit(128 + stopped[0])
-        _sync(tmp)
-        if (output.is_dir() and not output.is_symlink()) or tmp.is_dir():
-            # a directory cannot be replaced in one rename: move the old one aside, and back on failure
-            old_out = output.parent / f".{output.name}.dsort-old-{uuid.uuid4().hex[:8]}"
-            if output.exists() or output.is_symlink():
-                os.rename(output, old_out)
-            try:
-                os.rename(tmp, output)
-            except BaseException:
-                if old_out.exists() or old_out.is_symlink():
-                    os.rename(old_out, output)
-                raise
-            _remove(old_out)
-        else:
-            os.replace(tmp, output)  # atomic: OUTPUT is the old file or the new one, never missing
-        _sync(output.parent)
+        _sync_tree(tmp)
+        (_publish_over if overwrite else _publish_new)(tmp, output)
+        _sync_dir(output.parent)
     except BaseException:
         _remove(tmp)
         raise
@@ -98,15 +217,27 @@ def staged(output: Path, *, directory: bool = False):
             signal.signal(sig, h)
 
 
-def _sync(path: Path) -> None:
-    """Flush a file, or a directory's entries and files, to disk before they are renamed into place."""
-    paths = [path] if not path.is_dir() else [*(p for p in path.iterdir() if p.is_file()), path]
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _sync_tree(path: Path) -> None:
+    """Flush what dsort wrote at ``path``: the file, or the directory's files and then its entries."""
+    if path.is_dir():
+        for p in path.iterdir():
+            if p.is_file() and not p.is_symlink():
+                _fsync(p)
+    _fsync(path)
+
+
+def _sync_dir(path: Path) -> None:
+    """Flush a directory's entries (a rename into it), not the files in it."""
+    with contextlib.suppress(FileNotFoundError):
+        _fsync(path)
 
 
 def _main_thread() -> bool:
