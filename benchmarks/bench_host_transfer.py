@@ -98,11 +98,11 @@ def main(argv=None):
     row("device -> host, pinned pool, first use", t)
     del a
     row("device -> host, pinned pool, reuse", timed(pinned, sync)[0])
-    from dsort.engine import cupy_engine
+    from dsort.engine import device
 
-    row("dsort from_host (page-locked in place)", timed(lambda: cupy_engine.from_host(h), sync)[0])
-    row("dsort to_host (new memory, touched by threads, page-locked)", timed(lambda: cupy_engine.to_host(d), sync)[0])
-    row("dsort to_host again", timed(lambda: cupy_engine.to_host(d), sync)[0])
+    row("dsort from_host (page-locked in place)", timed(lambda: device.from_host(h), sync)[0])
+    row("dsort to_host (new memory, touched by threads, page-locked)", timed(lambda: device.to_host(d), sync)[0])
+    row("dsort to_host again", timed(lambda: device.to_host(d), sync)[0])
     n = cupy.cuda.runtime.getDeviceCount()
     if n > 1:
         peer = cupy.cuda.runtime.deviceCanAccessPeer(0, 1)

@@ -70,22 +70,46 @@ def take(part, offset, rows, out, run):
     return _own(keys[a:b]), None if values is None else _own(values[a:b])
 
 
+def merge_order(keys_list, descending, na_position):
+    """Stable merge of sorted key arrays, ties in list order: ``(merged keys, int64 positions
+    into their concatenation)``. On a GPU: pairwise merge-path merges carrying positions,
+    neighbours first. On the CPU one stable sort of the concatenation, which NumPy's timsort runs
+    as a merge of the sorted runs it finds (one pass per merge level, in C, no gathers between)."""
+    e = engines.get(keys_list[0])
+    xp = e.xp
+    if len(keys_list) == 1:
+        return keys_list[0], xp.arange(len(keys_list[0]), dtype=np.int64)
+    if e.name == "numpy":
+        cat = np.concatenate(keys_list)
+        perm = e.argsort(cat, descending=descending, na_position=na_position)
+        return engines.take_rows(cat, perm), perm
+    starts = np.cumsum([0] + [len(k) for k in keys_list[:-1]]).tolist()
+    runs = [(k, xp.arange(s, s + len(k), dtype=np.int64)) for k, s in zip(keys_list, starts)]
+    while len(runs) > 1:
+        merged = [e.merge(ka, kb, va, vb, descending=descending, na_position=na_position)
+                  for (ka, va), (kb, vb) in zip(runs[::2], runs[1::2])]
+        if len(runs) % 2:
+            merged.append(runs[-1])
+        runs = merged
+    return runs[0]
+
+
 def merge_runs(parts_by_run, descending, na_position):
     """Merge slices of several runs into one part: each run's slices are concatenated (they are
     consecutive pieces of one sorted run), then runs merge pairwise, neighbours first, so ties keep
     run order (the stable order).
 
     Values wider than 8 bytes a row (a record's payload, say) do not ride through the
-    ceil(log2 P) pairwise merges: the merges carry int64 positions, and the values are gathered
-    once at the end."""
+    ceil(log2 P) pairwise merges: the merges carry int64 positions (:func:`merge_order`), and the
+    values are gathered once at the end."""
     runs = [_concat_parts(parts) for parts in parts_by_run]
     nonempty = [r for r in runs if len(r[0])] or runs[:1]
     e = engines.get(nonempty[0][0])
     values = [v for _, v in nonempty]
     wide = len(nonempty) > 1 and values[0] is not None and values[0].itemsize * math.prod(values[0].shape[1:]) > 8
     if wide:
-        starts = np.cumsum([0] + [len(k) for k, _ in nonempty[:-1]]).tolist()
-        nonempty = [(k, e.xp.arange(s, s + len(k), dtype=np.int64)) for (k, _), s in zip(nonempty, starts)]
+        keys, positions = merge_order([k for k, _ in nonempty], descending, na_position)
+        return keys, engines.take_rows(e.xp.concatenate(values), positions)
     while len(nonempty) > 1:
         merged = []
         for (ka, va), (kb, vb) in zip(nonempty[::2], nonempty[1::2]):
@@ -96,9 +120,6 @@ def merge_runs(parts_by_run, descending, na_position):
         if len(nonempty) % 2:
             merged.append(nonempty[-1])
         nonempty = merged
-    if wide:
-        keys, positions = nonempty[0]
-        return keys, e.xp.concatenate(values)[positions]
     if any(nonempty[0] is parts[0] for parts in parts_by_run):
         keys, values = nonempty[0]  # nothing was merged or joined: don't alias an input task's data
         return _own(keys), None if values is None else _own(values)
@@ -116,11 +137,11 @@ def values_of(part, host=False):
 def on_gpu(array):
     """``array`` on the worker's current GPU (a CuPy array): host arrays are copied there."""
     if isinstance(array, np.ndarray):
-        try:
-            from .engine import cupy_engine
-        except ImportError as err:
-            raise RuntimeError(f"device='gpu' needs CuPy and a GPU on the workers: {err}") from None
-        return cupy_engine.from_host(array)
+        from .engine import device
+
+        if not device.has_gpu():
+            raise RuntimeError("device='gpu' needs CuPy and a GPU on the workers")
+        return device.from_host(array)
     return array
 
 
@@ -128,9 +149,9 @@ def _to_host(array):
     """A new NumPy array of a part's data (the sort ran on a GPU for host chunks)."""
     if isinstance(array, np.ndarray):
         return _own(array)
-    from .engine import cupy_engine
+    from .engine import device
 
-    return cupy_engine.to_host(array)
+    return device.to_host(array)
 
 
 def _own(array):

@@ -19,10 +19,7 @@ from dask.utils import format_bytes, parse_bytes
 
 from . import check as C
 from .io import InputError
-
-
-class CheckFailed(Exception):
-    """Data that fails verification (exit status 1)."""
+from .service import CheckFailed  # exit status 1
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -46,6 +43,27 @@ def _bytes(text: str) -> int:
         raise argparse.ArgumentTypeError(f"not a size in bytes: {text!r} (e.g. 64MiB)") from None
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _size(text: str):
+    """A memory size as dask takes it (``2GB``, ``512MiB``, ``auto``) or a fraction ``0 < x <= 1``."""
+    from .service import LimitError, parse_size
+
+    try:
+        parse_size(text, 1 << 30)
+    except LimitError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    return text
+
+
 def _columns(text: str) -> list[str]:
     cols = [c.strip() for c in text.split(",") if c.strip()]
     if not cols:
@@ -53,28 +71,17 @@ def _columns(text: str) -> list[str]:
     return cols
 
 
-def _rows_per_block(session, row_bytes: int, chunk_size: int | None) -> int:
-    """Rows per input chunk: ``--chunk-size`` bytes, else a sixteenth of a worker's memory limit
-    (an eighth of its device memory limit on GPUs), between 1 MiB and 128 MiB (1 GiB on GPUs)."""
-    if chunk_size is None:
-        if session is not None and session.gpu:
-            limit = session.device_memory_limit or 8 * 2**30
-            chunk_size = min(max(limit // 8, 2**20), 2**30)
-        else:
-            limit = session.memory_limit if session is not None and session.memory_limit else 2**31
-            chunk_size = min(max(limit // 16, 2**20), 2**27)
-    return max(int(chunk_size) // max(row_bytes, 1), 1)
+def _rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
+    """Rows per block for ``dsort check``: ``--chunk-size`` bytes, else 64 MiB."""
+    return max(int(chunk_size or 64 << 20) // max(row_bytes, 1), 1)
 
 
-def _checksum_line(name: str, s: C.Summary) -> str:
-    return f"{name:<7}{s.records:>15,} records  checksum {s.checksum:x}"
-
-
-def _cluster_kwargs(args) -> dict:
+def _service_kwargs(args) -> dict:
+    """``dsort sort`` / ``dsort demo`` options as :func:`dsort.service.sort_files` keywords."""
     return dict(
         n_workers=args.n_workers, threads_per_worker=args.threads_per_worker, memory_limit=args.memory_limit,
-        device_memory_limit=args.device_memory_limit, local_directory=args.local_directory,
-        dashboard_address=args.dashboard_address, cpu=args.cpu, protocol=args.protocol, rmm_pool_size=args.rmm_pool_size,
+        device_memory_limit=args.device_memory_limit, local_directory=args.local_directory, cpu=args.cpu,
+        chunk_size=args.chunk_size,
     )
 
 
@@ -106,96 +113,14 @@ def _gen(args) -> int:
 # -- dsort sort ----------------------------------------------------------------------------------
 
 
-def validate(args):
-    """Check INPUT and OUTPUT before any cluster starts: ``(format, files, OUTPUT path)``."""
-    from . import io
-    from .io import npy, parquet, records
-
-    fmt, files, dirs = io.discover(args.input, args.format)
-    if fmt != "parquet" and args.by:
-        raise InputError(f"--by names Parquet columns; INPUT is {fmt}")
-    if fmt == "parquet" and not args.by:
-        raise InputError("sorting Parquet needs the sort columns: --by COL[,COL...]")
-    output = io.check_destination(args.output, files, overwrite=args.overwrite, input_dirs=dirs)
-    if fmt == "records":
-        records.check_sizes(args.record_size, args.key_size)
-        records.lengths(files, args.record_size)
-    elif fmt == "npy":
-        npy.inspect(files)
-    else:
-        parquet.check_columns(args.by, parquet.row_groups(files)[2], args.input)
-    return fmt, files, output
-
-
-def sort_files(args, session, checked=None) -> dict:
-    """Sort INPUT into OUTPUT on ``session``'s cluster; return the run's figures. Raises
-    :class:`InputError` for bad input and :class:`CheckFailed` when the output does not match."""
-    from . import io
-    from .io import npy, parquet, records
-
-    t0 = time.perf_counter()
-    fmt, files, output = checked or validate(args)
-    to_device = None
-    if session.gpu:
-        from .io._blocks import to_device
-    with io.staged(output, directory=fmt == "parquet", overwrite=args.overwrite) as tmp:
-        if fmt == "records":
-            rows = _rows_per_block(session, args.record_size, args.chunk_size)
-            job = records.sort_job(files, tmp, record_size=args.record_size, key_size=args.key_size, rows_per_block=rows,
-                                   descending=args.descending, to_device=to_device)
-        elif fmt == "npy":
-            rows = _rows_per_block(session, npy.inspect(files)[0].itemsize, args.chunk_size)
-            job = npy.sort_job(files, tmp, rows_per_block=rows, descending=args.descending, to_device=to_device)
-        else:
-            job = parquet.sort_job(files, tmp, by=args.by, descending=args.descending)
-        print(f"sorting {job.records:,} {fmt} ({format_bytes(job.nbytes)}) from {args.input} into {output}")
-        if job.records:
-            in_parts, out_parts = run(session, job.inputs, job.outputs)
-            # Parquet keys are encoded in the wanted order: the check compares them ascending
-            ins, outs = C.combine(in_parts), C.combine(out_parts, descending=args.descending and fmt != "parquet")
-        else:
-            in_parts = out_parts = []
-            ins = outs = C.Summary()
-            session.phases = {}
-        print(_checksum_line("input", ins))
-        print(_checksum_line("output", outs))
-        problems = []
-        if (ins.records, ins.checksum) != (outs.records, outs.checksum) or outs.records != job.records:
-            problems.append("the output's record count or checksum differs from the input's")
-        if outs.unordered:
-            problems.append(f"the output is not sorted: {outs.unordered:,} records out of order, the first at record {outs.first_unordered:,}")
-        if problems:
-            raise CheckFailed("; ".join(problems) + f"; nothing was written at {output}")
-        job.finish(out_parts)
-    wall = time.perf_counter() - t0
-    return dict(records=job.records, bytes=job.nbytes, wall=wall, phases=session.phases, duplicates=outs.duplicates, output=output)
-
-
-def run(session, *collections):
-    from .cluster import run as _run
-
-    return _run(session, *collections, progress=True)
-
-
-def print_summary(fig: dict) -> None:
-    from .cluster import format_phases
-
-    wall = fig["wall"]
-    rate = fig["bytes"] / wall if wall > 0 else 0.0
-    print(f"sorted: {fig['records']:,} records, {format_bytes(fig['bytes'])}, duplicate keys {fig['duplicates']:,}")
-    if fig["phases"]:
-        print(f"phases: {format_phases(fig['phases'])}")
-    print(f"wall time {wall:.2f} s, throughput {format_bytes(rate)}/s ({fig['records'] / wall if wall > 0 else 0:,.0f} records/s)")
-
-
 def _sort(args) -> int:
-    from .cluster import connect
+    from .service import format_report, sort_files
 
-    checked = validate(args)
-    with connect(args.scheduler, **_cluster_kwargs(args)) as session:
-        fig = sort_files(args, session, checked)
-    print_summary(fig)
-    print(f"OK: wrote {fig['output']}")
+    report = sort_files(args.input, args.output, format=args.format, record_size=args.record_size, key_size=args.key_size,
+                        by=args.by, descending=args.descending, overwrite=args.overwrite, scheduler=args.scheduler,
+                        **_service_kwargs(args))
+    print(format_report(report))
+    print(f"OK: wrote {report.output}")
     return 0
 
 
@@ -212,9 +137,9 @@ def check_path(path, *, fmt=None, record_size=100, key_size=10, by=None, descend
     fmt, files, dirs = io.discover(path, fmt)
     if fmt == "records":
         tasks = records.check_tasks(files, record_size=record_size, key_size=key_size,
-                                    rows_per_block=_rows_per_block(None, record_size, chunk_size), descending=descending)
+                                    rows_per_block=_rows_per_block(record_size, chunk_size), descending=descending)
     elif fmt == "npy":
-        tasks = npy.check_tasks(files, rows_per_block=_rows_per_block(None, npy.inspect(files)[0].itemsize, chunk_size), descending=descending)
+        tasks = npy.check_tasks(files, rows_per_block=_rows_per_block(npy.inspect(files)[0].itemsize, chunk_size), descending=descending)
     else:
         order = parquet.manifest(dirs[0]) if dirs else None
         tasks = parquet.check_tasks(files, by=by, descending=descending, order=order)
@@ -240,7 +165,7 @@ class _null:
         return False
 
 
-def report(s: C.Summary, out=None) -> None:
+def report_check(s: C.Summary, out=None) -> None:
     """``valsort``'s report."""
     out = out or sys.stdout
     print(f"Records: {s.records:,}", file=out)
@@ -255,7 +180,7 @@ def report(s: C.Summary, out=None) -> None:
 def _check(args) -> int:
     s = check_path(args.path, fmt=args.format, record_size=args.record_size, key_size=args.key_size, by=args.by,
                    descending=args.descending, chunk_size=args.chunk_size, scheduler=args.scheduler)
-    report(s)
+    report_check(s)
     return 0 if s.sorted else 1
 
 
@@ -263,9 +188,9 @@ def _check(args) -> int:
 
 
 def _demo(args) -> int:
-    """Generate Sort Benchmark records, sort them on the embedded cluster, check them, summarize."""
+    """Generate Sort Benchmark records, sort them on the embedded executor, check them, summarize."""
     from . import gen
-    from .cluster import connect
+    from .service import format_report, sort_files
 
     work = Path(tempfile.mkdtemp(prefix="dsort-demo-", dir=args.local_directory))
     try:
@@ -273,14 +198,11 @@ def _demo(args) -> int:
         t = time.perf_counter()
         gen.records(args.n, src, seed=args.seed)
         print(f"generated {args.n:,} records ({format_bytes(args.n * 100)}) in {time.perf_counter() - t:.2f} s: {src}")
-        sort_args = argparse.Namespace(input=str(src), output=str(dst), format="records", record_size=100, key_size=10, by=None,
-                                       descending=False, overwrite=False, chunk_size=args.chunk_size)
-        with connect(None, **_cluster_kwargs(args)) as session:
-            fig = sort_files(sort_args, session)
+        report = sort_files(src, dst, **_service_kwargs(args))
         print("checking the output:")
         s = check_path(dst)
-        report(s)
-        print_summary(fig)
+        report_check(s)
+        print(format_report(report))
         return 0 if s.sorted and s.records == args.n else 1
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -290,19 +212,16 @@ def _demo(args) -> int:
 
 
 def _cluster_options(p, embedded_only=False):
-    g = p.add_argument_group("cluster (dask's own option names)")
+    g = p.add_argument_group("where it runs (dask's own option names)")
     if not embedded_only:
-        g.add_argument("--scheduler", metavar="ADDRESS", help="a running cluster's scheduler, e.g. tcp://scheduler:8786 (default: an embedded cluster)")
-    g.add_argument("--cpu", action="store_true", help="embedded cluster: CPU workers (LocalCluster) even where a GPU is visible")
-    g.add_argument("--n-workers", type=int, help="embedded cluster: workers (default: dask's choice; one per GPU on GPUs)")
-    g.add_argument("--threads-per-worker", type=int, help="embedded cluster: threads per worker")
-    g.add_argument("--memory-limit", default="auto", help="embedded cluster: memory limit per worker, e.g. 2GB (default: auto)")
-    g.add_argument("--device-memory-limit", default=None, help="embedded GPU cluster: device memory per worker above which dask-cuda spills to host")
-    g.add_argument("--protocol", choices=("tcp", "ucx"), default=None,
-                   help="embedded GPU cluster: transport between workers (default tcp); ucx moves chunks GPU to GPU (pip install 'dsort[ucx]')")
-    g.add_argument("--rmm-pool-size", default=None, help="embedded GPU cluster with --protocol ucx: RMM pool per worker, bytes or a fraction of the GPU (default 0.25)")
-    g.add_argument("--local-directory", help="embedded cluster: where workers spill to disk (default: dask's temporary directory)")
-    g.add_argument("--dashboard-address", default=":0", help="embedded cluster: dashboard address (default :0, any free port)")
+        g.add_argument("--scheduler", metavar="ADDRESS", help="a running dask cluster's scheduler, e.g. tcp://scheduler:8786 "
+                       "(default: embedded, threads in this process on the visible GPUs or the CPU)")
+    g.add_argument("--cpu", action="store_true", help="sort on the CPU even where a GPU is visible")
+    g.add_argument("--n-workers", type=_positive, help="workers: GPUs to use (default: all visible), or CPU workers")
+    g.add_argument("--threads-per-worker", type=_positive, help="threads per worker")
+    g.add_argument("--memory-limit", type=_size, default="auto", help="host memory per worker, e.g. 2GB or 0.5 (default: auto, 60%% of what is free)")
+    g.add_argument("--device-memory-limit", type=_size, default=None, help="GPU memory per GPU, bytes or a fraction (default: 80%% of what is free)")
+    g.add_argument("--local-directory", help="where sorted runs that do not fit in memory go (default: beside OUTPUT)")
 
 
 def _format_options(p, check=False):
@@ -311,7 +230,7 @@ def _format_options(p, check=False):
     p.add_argument("--key-size", type=int, default=10, help="records: key bytes at the start of each record (default 10)")
     p.add_argument("--by", type=_columns, metavar="COL[,COL...]", help="Parquet: the columns to sort by" + (" (default: the manifest's)" if check else ""))
     p.add_argument("--descending", action="store_true", help="largest first (ties keep their input order; NaN and nulls stay last)")
-    p.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per input chunk (default: from the workers' memory limit)")
+    p.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range (default: from the memory limits)")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -349,10 +268,10 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--scheduler", metavar="ADDRESS", help="check on a running cluster (default: threads in this process)")
     c.set_defaults(func=_check)
 
-    d = sub.add_parser("demo", help="generate records, sort them on the embedded cluster, check them, print the summary")
+    d = sub.add_parser("demo", help="generate records, sort them (embedded, on the visible GPUs or the CPU), check them, print the summary")
     d.add_argument("-n", type=_count, default=2_000_000, help="records (default 2,000,000: 200 MB)")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per input chunk")
+    d.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range")
     _cluster_options(d, embedded_only=True)
     d.set_defaults(func=_demo)
     return p

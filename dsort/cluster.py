@@ -74,14 +74,8 @@ class Session:
         return f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit {mem} per worker{dev}"
 
 
-def _visible_gpus() -> int:
-    import cupy
-
-    return cupy.cuda.runtime.getDeviceCount()
-
-
 def _gpu_available() -> bool:
-    from .io._blocks import has_gpu
+    from .engine.device import has_gpu
 
     if not has_gpu():
         return False
@@ -101,7 +95,7 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
     ``"ucx"`` between an embedded cluster's workers (GPU workers only)."""
     from distributed import Client, LocalCluster
 
-    from .io._blocks import has_gpu
+    from .engine.device import gpu_count, has_gpu
 
     with contextlib.ExitStack() as stack:
         if scheduler:
@@ -117,7 +111,7 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
 
                 from .io.errors import InputError
 
-                gpus = _visible_gpus()
+                gpus = gpu_count()
                 if n_workers is not None and n_workers > gpus:
                     raise InputError(f"--n-workers {n_workers}: an embedded GPU cluster has one worker per GPU and "
                                      f"{gpus} GPU(s) are visible; pass --cpu for CPU workers")

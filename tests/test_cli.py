@@ -50,7 +50,7 @@ def test_gen_sort_check_records(tmp_path, scheduler, capsys):
     np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
     lines = {l.split()[0]: l.split() for l in text.splitlines() if l.startswith(("input ", "output "))}
     assert lines["input"][1:] == lines["output"][1:] and lines["input"][1] == "30,000"
-    for word in ("records", "wall time", "throughput", "phases:", "sort"):
+    for word in ("records", "wall time", "throughput", "stages", "sort"):
         assert word in text
     assert dsort("check", out) == 0
     assert f"Checksum: {lines['input'][4]}" in capsys.readouterr().out
@@ -58,26 +58,31 @@ def test_gen_sort_check_records(tmp_path, scheduler, capsys):
     assert "FAILURE" in capsys.readouterr().out
 
 
-def test_a_changed_record_fails_the_sort_and_writes_nothing(tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("where", ["embedded", "cluster"])
+def test_a_changed_record_fails_the_sort_and_writes_nothing(tmp_path, capsys, monkeypatch, where):
     """The output's count and checksum are compared with the input's: a sort that changed one
-    payload byte on the way (planted here) exits 1 and leaves nothing at OUTPUT."""
-    from distributed import LocalCluster
+    payload byte on the way (planted here, in the merges' row gather) exits 1 and leaves nothing
+    at OUTPUT, and no runs."""
+    from dsort import engine, filesort
 
-    from dsort import chunk
+    take_rows = engine.take_rows
 
-    take = chunk.take
+    def corrupting_take_rows(values, positions):
+        out = take_rows(values, positions)
+        if out.ndim == 2 and out.shape[1] > 10 and len(out):
+            out[0, 12] ^= 1
+        return out
 
-    def corrupting_take(*args):
-        keys, values = take(*args)
-        if values is not None and len(values):
-            values[0, 0] ^= 1
-        return keys, values
-
-    monkeypatch.setattr(chunk, "take", corrupting_take)
+    monkeypatch.setattr(filesort.engines, "take_rows", corrupting_take_rows)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     dsort("gen", "records", 5000, src)
-    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:  # sees the patch
-        assert dsort("sort", src, out, "--scheduler", cluster.scheduler_address, "--chunk-size", "100kB") == 1
+    if where == "embedded":
+        assert dsort("sort", src, out, "--chunk-size", "100kB") == 1
+    else:
+        from distributed import LocalCluster
+
+        with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as cluster:  # sees the patch
+            assert dsort("sort", src, out, "--scheduler", cluster.scheduler_address, "--chunk-size", "100kB") == 1
     assert "checksum differs" in capsys.readouterr().err
     assert sorted(os.listdir(tmp_path)) == ["in.bin"]
 
@@ -253,16 +258,30 @@ def test_check_catches_unsorted_and_changed_records(tmp_path, scheduler, capsys)
     assert "FAILURE - 2 records out of order, the first at record 1,001" in bad  # record 1001 sorts before its predecessor
 
 
-def test_out_of_core_embedded_cluster_with_a_tiny_memory_limit(tmp_path, capsys):
-    """150 MB of records on two workers whose 400 MB limits (less their own footprint, with dask
-    spilling from 70 % of the limit on) hold only part of it: sorted runs spill to --local-directory."""
-    src, out, spill = tmp_path / "in.bin", tmp_path / "out.bin", tmp_path / "spill"
-    dsort("gen", "records", 1_500_000, src)
-    assert dsort("sort", src, out, "--cpu", "--n-workers", 2, "--threads-per-worker", 1, "--memory-limit", "400MB",
-                 "--local-directory", spill, "--chunk-size", "4MB") == 0
+@pytest.mark.parametrize("descending", [False, True])
+def test_out_of_core_runs_on_disk_with_a_tiny_memory_limit(tmp_path, capsys, descending):
+    """150 MB of records under two workers of 24 MB: most sorted runs go to --local-directory
+    (made for the job, and removed with its runs afterwards); the output is a stable sort."""
+    src, out, spill = tmp_path / "in.bin", tmp_path / "out.bin", tmp_path / "spill" / "deeper"
+    dsort("gen", "records", 1_500_000, src, "--skew")
+    flags = ["--descending"] if descending else []
+    assert dsort("sort", src, out, "--cpu", "--n-workers", 2, "--threads-per-worker", 1, "--memory-limit", "24MB",
+                 "--local-directory", spill, *flags) == 0
     text = capsys.readouterr().out
-    assert "LocalCluster: 2 workers, 2 threads, memory limit 381.47 MiB per worker" in text
-    np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+    assert "2 threads on the CPU, host memory 45.78 MiB" in text
+    tiers = dict((w.split()[1], int(w.split()[0].replace(",", ""))) for w in text.split("runs: ")[1].splitlines()[0].split(", "))
+    assert tiers["on"] > tiers.get("in", 0) > 0, text  # most runs on disk, the first ones in memory
+    np.testing.assert_array_equal(read_records(out), records_reference(read_records(src), descending=descending))
+    assert sorted(os.listdir(tmp_path)) == ["in.bin", "out.bin"]  # runs and the directories made for them: gone
+
+
+def test_a_memory_limit_too_small_is_refused_before_any_work(tmp_path, capsys):
+    src = tmp_path / "in.bin"
+    dsort("gen", "records", 1000, src)
+    assert dsort("sort", src, tmp_path / "out.bin", "--cpu", "--n-workers", 2, "--memory-limit", "1MB") == 2
+    err = capsys.readouterr().err
+    assert "too small" in err and "the smallest workable total is" in err and "Traceback" not in err
+    assert sorted(os.listdir(tmp_path)) == ["in.bin"]
 
 
 def test_demo(capsys):
@@ -317,7 +336,7 @@ def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
         p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "500kB")
         text = p.communicate(timeout=120)[0]
         assert p.returncode == 0, text
-        assert f"cluster: {address}: 2 workers, 2 threads" in text
+        assert f"the cluster at {address}: 2 workers, 2 threads" in text
         np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
         p = _dsort_process("check", out, "--scheduler", address)
         assert p.communicate(timeout=60)[0].count("SUCCESS") == 1 and p.returncode == 0
@@ -348,6 +367,8 @@ def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
     else:
         assert ucx_options("ucx") == {"protocol": "ucx", "rmm_pool_size": UCX_POOL, "rmm_allocator_external_lib_list": ["cupy"]}
         assert ucx_options("ucx", "0.1")["rmm_pool_size"] == 0.1 and ucx_options("ucx", "8GB")["rmm_pool_size"] == "8GB"
-    assert dsort("demo", "-n", 1000, "--cpu", "--protocol", "ucx") == 2
-    err = capsys.readouterr().err
-    assert "UCX is for GPU workers" in err and "Traceback" not in err
+    with pytest.raises(InputError, match="UCX is for GPU workers"):
+        from dsort.cluster import connect
+
+        with connect(cpu=True, protocol="ucx"):
+            pass

@@ -20,6 +20,7 @@ if HAS_GPU:
 
     from dsort.engine import _cuda
     from dsort.engine import cupy_engine as ce
+    from dsort.engine import device as dv
 
 
 def same(x, y):
@@ -222,7 +223,7 @@ def test_host_copies(rng, rows, kind, tmp_path):
     dtype = {"rows10": "rows10", "float32": "float32"}.get(kind, "int64")
     row = 10 if dtype == "rows10" else np.dtype(dtype).itemsize
     if isinstance(rows, str):
-        rows = ce.PINNED_MIN_BYTES // row + {"-1": -1, "": 0, "+1": 1}[rows.removeprefix("threshold")]
+        rows = dv.PINNED_MIN_BYTES // row + {"-1": -1, "": 0, "+1": 1}[rows.removeprefix("threshold")]
     a = make_keys(dtype, "random", rows * (2 if kind == "strided" else 1), rng)
     if kind == "strided":
         a = a[::2]
@@ -231,10 +232,10 @@ def test_host_copies(rng, rows, kind, tmp_path):
         np.save(path, a)
         a = np.load(path, mmap_mode="r")
     before = np.array(a, copy=True)
-    d = ce.from_host(a)
+    d = dv.from_host(a)
     assert isinstance(d, cupy.ndarray) and same(cupy.asnumpy(d), before)
     assert same(np.asarray(a), before)
-    h = ce.to_host(d[::-1] if len(d) else d)
+    h = dv.to_host(d[::-1] if len(d) else d)
     assert type(h) is np.ndarray and h.flags.writeable and h.flags.c_contiguous
     assert same(h, before[::-1])
     if len(h):
@@ -247,9 +248,9 @@ def test_host_copies_overlapping_threads(rng):
     lock them) both get their data: the other falls back to the plain copy."""
     from concurrent.futures import ThreadPoolExecutor
 
-    a = rng.integers(-(2**62), 2**62, 8 * ce.PINNED_MIN_BYTES // 8 + 3, dtype=np.int64)
+    a = rng.integers(-(2**62), 2**62, 8 * dv.PINNED_MIN_BYTES // 8 + 3, dtype=np.int64)
     cuts = [0, len(a) // 3 + 1, 2 * len(a) // 3 + 1, len(a)]
     with ThreadPoolExecutor(3) as pool:
         for _ in range(5):
-            outs = list(pool.map(lambda i: ce.from_host(a[cuts[i] : cuts[i + 1]]), range(3)))
+            outs = list(pool.map(lambda i: dv.from_host(a[cuts[i] : cuts[i + 1]]), range(3)))
             assert same(np.concatenate([cupy.asnumpy(o) for o in outs]), a)

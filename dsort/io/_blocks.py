@@ -51,12 +51,12 @@ def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype,
 
 
 def to_host(x):
-    """A NumPy array of ``x`` (a CuPy array is copied to the host, page-locked: see the engine)."""
+    """A NumPy array of ``x`` (a CuPy array is copied to the host: :mod:`dsort.engine.device`)."""
     if isinstance(x, np.ndarray) or not hasattr(x, "get"):
         return np.asarray(x)
-    from ..engine import cupy_engine
+    from ..engine import device
 
-    return cupy_engine.to_host(x)
+    return device.to_host(x)
 
 
 def write_at(path, offset: int, data: np.ndarray) -> None:
@@ -79,16 +79,6 @@ def allocate(path: Path, size: int) -> None:
 
 def to_device(x):
     """``x`` on the worker's current GPU (a CuPy array; host arrays are copied page-locked)."""
-    from ..engine import cupy_engine
+    from ..engine import device
 
-    return cupy_engine.from_host(x)
-
-
-def has_gpu() -> bool:
-    """True where CuPy is installed and sees a CUDA device."""
-    try:
-        import cupy
-
-        return cupy.cuda.runtime.getDeviceCount() > 0
-    except Exception:
-        return False
+    return device.from_host(x)

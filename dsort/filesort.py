@@ -1,0 +1,271 @@
+"""The external sort of fixed-width rows in files (records, ``.npy``): runs, exact cuts, merges
+written straight into the output.
+
+Three phases, one dask task graph (:func:`graph`):
+
+``dsort-run``    one task per input block: read the block (into a reused page-locked buffer on a
+                 GPU), sort it on its engine (records: the keys with their row positions, then
+                 every row moved once), keep the sorted run in the run store
+                 (:mod:`dsort.runs`: GPU, host memory or the job's directory) and return a small
+                 :class:`~dsort.runs.Run` handle with the run's regular sample, plus the block's
+                 checksum summary.
+``dsort-cuts``   one task: the exact cut of every output range in every run, from the samples
+                 (:func:`dsort.plan.windows`) and then the few keys inside each window read from
+                 the runs (:func:`dsort.plan.exact_cuts`). No bulk data moves.
+``dsort-merge``  one task per output range: read its slice of every run, merge the slices (merge
+                 path on a GPU), and write the rows at the range's exact byte offset of the
+                 pre-allocated output; writeback to disk starts at once. Returns the range's
+                 summary (count, checksum, order).
+
+Every task's memory is bounded by the block and range sizes the caller chose from the limits,
+never by the data's size. Ties keep input order (blocks are runs in input order, and the merge
+breaks ties by run), so the output equals a stable sort of the whole input.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from . import check as C
+from . import chunk, plan
+from . import engine as engines
+from . import runs as R
+from .engine import device as dev
+
+PHASES = ("run", "cuts", "merge")
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every task of one file sort needs to know; small, so it travels with each task."""
+
+    id: str
+    blocks: tuple  # ((path, byte offset, rows), ...): the input blocks, in input order
+    layout: R.Layout
+    output: str  # the (staged) output file, allocated before the tasks run
+    out_offset: int  # where the rows start in it (after a .npy header)
+    range_rows: tuple  # rows of every output range, in order
+    spacing: int  # the runs' sample spacing
+    store: R.StoreConfig
+    gpus: tuple = ()  # CUDA devices to use, () for the CPU
+    descending: bool = False
+    na_position: str = "last"
+
+    @property
+    def sizes(self):
+        return [b[2] for b in self.blocks]
+
+    def gpu_for(self, i: int):
+        return self.gpus[i % len(self.gpus)] if self.gpus else None
+
+
+class Stopwatch:
+    """Seconds per stage of one task (read, copy in, sort, ...), summed over all tasks in the end."""
+
+    def __init__(self):
+        self.times: dict[str, float] = {}
+        self._t = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        t = time.perf_counter()
+        self.times[stage] = self.times.get(stage, 0.0) + t - self._t
+        self._t = t
+
+
+@contextlib.contextmanager
+def _on(gpu):
+    """Run the block on CUDA device ``gpu`` with a stream of its own (tasks on threads overlap), or
+    on the CPU where ``gpu`` is None."""
+    if gpu is None:
+        yield
+        return
+    import cupy
+
+    with cupy.cuda.Device(gpu), cupy.cuda.Stream(non_blocking=True) as stream:
+        yield
+        stream.synchronize()
+
+
+def _sync(gpu):
+    if gpu is not None:
+        import cupy
+
+        cupy.cuda.get_current_stream().synchronize()
+
+
+# -- the tasks ----------------------------------------------------------------------------------
+
+
+def run_task(job: Job, i: int):
+    """Read input block ``i``, sort it, keep it as run ``i``: ``(Run, input Summary, stage times)``."""
+    path, offset, n = job.blocks[i]
+    lay, gpu = job.layout, job.gpu_for(i)
+    watch = Stopwatch()
+    with _on(gpu):
+        if gpu is None:
+            rows = R.read_file(path, offset, n, lay.row_bytes)
+            watch.lap("read")
+        else:
+            import cupy
+
+            with dev.staging(gpu).buffer(n * lay.row_bytes) as buf:
+                host = R.read_file(path, offset, n, lay.row_bytes, out=buf)
+                watch.lap("read")
+                rows = cupy.empty(host.shape, np.uint8)
+                rows.set(host)
+                _sync(gpu)
+            watch.lap("copy in")
+        summary = C.Summary(records=n, checksum=C.exact_sum(C.crc32_rows(rows)), bytes=n * lay.row_bytes)
+        _sync(gpu)
+        watch.lap("checksum")
+        keys = lay.keys(rows)
+        e = engines.get(keys)
+        if lay.payload:
+            perm = e.argsort(keys, descending=job.descending, na_position=job.na_position)
+            rows = engines.take_rows(rows, perm)
+            sample = engines.take_rows(keys, perm[:: job.spacing])
+        else:
+            keys = e.sort(keys, descending=job.descending, na_position=job.na_position)
+            rows = keys if lay.dtype is None else lay.rows_of(keys)
+            sample = keys[:: job.spacing]
+        sample = dev.to_host(sample)
+        _sync(gpu)
+        watch.lap("sort")
+        run = R.store(job.store).put(i, rows, sample=sample)
+        _sync(gpu)
+        watch.lap("keep run" if run.tier != "disk" else "write run")
+    return run, summary, watch.times
+
+
+def cuts_task(job: Job, results):
+    """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
+    the runs' handles without their samples (what the merges need)."""
+    runs = [r[0] for r in results]
+    sizes = [r.rows for r in runs]
+    targets = plan.interior_targets(job.range_rows)
+    store = R.store(job.store)
+    if len(runs) > 1 and len(targets):
+        lo, hi = plan.windows([r.sample for r in runs], sizes, job.spacing, targets, job.descending, job.na_position)
+        window_keys = [
+            [_keys_at(store, job.layout, run, lo[t, q], hi[t, q]) for q, run in enumerate(runs)] for t in range(len(targets))
+        ]
+        cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
+    else:  # one run: its cuts are the targets themselves
+        cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)
+    return plan.boundaries(sizes, cuts), [replace(r, sample=None) for r in runs]
+
+
+def _keys_at(store, layout, run, lo, hi):
+    """Keys ``[lo, hi)`` of ``run`` as NumPy (the window the coordinator needs: a few pages)."""
+    if hi <= lo:
+        return layout.keys(np.empty((0, layout.row_bytes), np.uint8)).copy()
+    return np.ascontiguousarray(layout.keys(store.read(run, lo, hi)))
+
+
+def merge_task(job: Job, cut, t: int):
+    """Merge output range ``t`` from its slices of all runs and write it in place:
+    ``(output Summary, stage times)``."""
+    bounds, runs = cut
+    lay, gpu = job.layout, job.gpu_for(t)
+    watch = Stopwatch()
+    first = int(bounds[t].sum())
+    store = R.store(job.store)
+    with _on(gpu):
+        slices = [store.read(run, bounds[t, q], bounds[t + 1, q], gpu) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+        _sync(gpu)
+        watch.lap("read runs")
+        if not slices:
+            return C.Summary(), watch.times
+        keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
+        if lay.payload:
+            rows = engines.take_rows(dev.xp_of(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
+        else:
+            rows = keys if lay.dtype is None else lay.rows_of(keys)
+        _sync(gpu)
+        watch.lap("merge")
+        summary = C.summarize(keys, rows, descending=job.descending)
+        _sync(gpu)
+        watch.lap("checksum")
+        offset = job.out_offset + first * lay.row_bytes
+        if gpu is None:
+            _write_at(job.output, offset, rows)
+            watch.lap("write")
+        else:
+            with dev.staging(gpu).buffer(rows.nbytes) as buf:
+                host = buf[: rows.nbytes].reshape(rows.shape)
+                rows.get(out=host)
+                _sync(gpu)
+                watch.lap("copy out")
+                _write_at(job.output, offset, host)
+            watch.lap("write")
+    return summary, watch.times
+
+
+def _write_at(path, offset: int, rows) -> None:
+    buf = memoryview(np.ascontiguousarray(rows).reshape(-1).view(np.uint8))
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        done = 0
+        while done < len(buf):
+            done += os.pwrite(fd, buf[done:], offset + done)
+        R.start_writeback(fd, offset, len(buf))
+    finally:
+        os.close(fd)
+
+
+# -- the graph ----------------------------------------------------------------------------------
+
+
+def graph(job: Job) -> tuple[dict, list, list]:
+    """``(dask graph, run keys, merge keys)``: computing the run keys gives ``(Run, input summary,
+    times)`` per block, the merge keys ``(output summary, times)`` per output range."""
+    from dask._task_spec import List, Task, TaskRef
+
+    names = {p: f"dsort-{p}-{job.id}" for p in PHASES}
+    dsk = {}
+    run_keys = [(names["run"], i) for i in range(len(job.blocks))]
+    for i, k in enumerate(run_keys):
+        dsk[k] = Task(k, run_task, job, i)
+    cut = names["cuts"]
+    dsk[cut] = Task(cut, cuts_task, job, List(*map(TaskRef, run_keys)))
+    merge_keys = [(names["merge"], t) for t in range(len(job.range_rows))]
+    for t, k in enumerate(merge_keys):
+        dsk[k] = Task(k, merge_task, job, TaskRef(cut), t)
+    return dsk, run_keys, merge_keys
+
+
+def phase_of(key) -> str:
+    """The phase a task key of :func:`graph` belongs to."""
+    name = key[0] if isinstance(key, tuple) else key
+    for p in PHASES:
+        if str(name).startswith(f"dsort-{p}-"):
+            return p
+    return "other"
+
+
+# -- sizes ----------------------------------------------------------------------------------------
+
+
+def plan_blocks(files, data_offsets, lengths, row_bytes: int, rows_per_block: int):
+    """Input blocks ``(path, byte offset, rows)``: every file cut into blocks of at most
+    ``rows_per_block`` rows (no block spans two files)."""
+    rows_per_block = max(int(rows_per_block), 1)
+    return tuple(
+        (str(f), int(o) + s * row_bytes, min(rows_per_block, n - s))
+        for f, o, n in zip(files, data_offsets, lengths)
+        for s in range(0, n, rows_per_block)
+    )
+
+
+def plan_ranges(n: int, rows_per_range: int) -> tuple:
+    """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
+    if n == 0:
+        return ()
+    k = -(-n // max(int(rows_per_range), 1))
+    base, extra = divmod(n, k)
+    return tuple(base + (1 if t < extra else 0) for t in range(k))

@@ -1,0 +1,554 @@
+"""The file sort as a Python API: :func:`sort_files` (the ``dsort sort`` command maps its options
+onto it) and the :class:`SortReport` it returns.
+
+Where it runs:
+
+* **Embedded (default)**: one process, a pool of threads, the GPUs CuPy sees (or the CPU with
+  ``cpu=True`` or none visible). The task graph runs on dask's threaded scheduler, so nothing is
+  started: no scheduler, no worker processes, no transfers between them. Threads suffice because
+  every heavy step (file I/O, NumPy and CuPy kernels, host-device copies) releases the GIL.
+* **A running cluster** (``scheduler=ADDRESS`` or ``client=``): the same graph on its workers,
+  which must see INPUT and OUTPUT (and the runs' directory, beside OUTPUT unless
+  ``local_directory`` names another) under the same paths. Runs are kept on disk there, so any
+  worker can read any run's slice.
+
+The limits, in dask's words, set the sizes: ``n_workers * threads_per_worker`` threads,
+``memory_limit`` per worker (``n_workers`` of them share the job's host memory budget),
+``device_memory_limit`` per GPU. Half of each budget holds sorted runs (beyond it they go to disk),
+half the tasks' working memory; from that come the block (run) and output range sizes, so memory
+follows the limits, never the data's size. A limit too small for one block is refused up front
+with the smallest workable value.
+
+Nothing is lost: OUTPUT appears whole or not at all (:func:`dsort.io.staged`), the input's
+record count and checksum must equal the output's, and the runs are removed however the job ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import check as C
+from .io.errors import InputError
+
+MIN_BLOCK = 1 << 20  # bytes: below this a task's fixed costs dominate
+CPU_BLOCK = 32 << 20  # block and range size caps: CPU caches and the merge fan-in favour these
+GPU_BLOCK = 128 << 20
+GPU_THREADS = 6  # threads per GPU: enough to overlap reads, copies, kernels and writes
+
+
+class LimitError(InputError):
+    """A cluster option or limit that cannot work (exit status 2, like bad input)."""
+
+
+class CheckFailed(Exception):
+    """The output's record count or checksum differs from the input's, or it is out of order."""
+
+
+@dataclass
+class SortReport:
+    """What one :func:`sort_files` did: counts, checksums, where the time went."""
+
+    input: str
+    output: Path
+    format: str
+    records: int
+    bytes: int
+    wall: float  # seconds, the call from its start to OUTPUT published
+    input_summary: C.Summary
+    output_summary: C.Summary
+    where: str  # the executor, in words
+    startup: float | None = None  # seconds from process start to this call
+    phases: dict = field(default_factory=dict)  # phase -> wall seconds (run, cuts, merge, publish)
+    stages: dict = field(default_factory=dict)  # stage -> seconds busy, summed over tasks
+    runs: dict = field(default_factory=dict)  # tier -> number of runs
+
+    @property
+    def throughput(self) -> float:
+        return self.bytes / self.wall if self.wall > 0 else 0.0
+
+
+# -- resources --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Resources:
+    threads: int
+    host_budget: int  # bytes for the whole job (runs + working memory)
+    gpus: tuple = ()
+    device_budget: int = 0  # bytes per GPU
+    described: str = ""
+
+
+def _mem_available() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def parse_size(value, whole: int | None = None, what: str = "size") -> int | None:
+    """Bytes from ``value``: an int, ``"2GB"``/``"512MiB"``, or a fraction ``0 < x <= 1`` of
+    ``whole`` (as dask and dask-cuda take memory limits); None for None/"auto"."""
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            from dask.utils import parse_bytes
+
+            try:
+                return int(parse_bytes(text))
+            except (ValueError, TypeError):
+                raise LimitError(f"{what} {value!r} is not a size (e.g. 2GB, 512MiB, or a fraction like 0.5)") from None
+        value = number
+    if 0 < value <= 1 and whole:
+        return int(value * whole)
+    if value <= 0 or (0 < value < 1):
+        raise LimitError(f"{what} {value!r} must be a positive number of bytes" + (" or a fraction of memory" if whole else ""))
+    return int(value)
+
+
+def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=False) -> Resources:
+    """The embedded executor's threads, GPUs and budgets from dask's cluster options."""
+    from .engine import device as dev
+
+    cpus = os.cpu_count() or 1
+    for name, v in (("--n-workers", n_workers), ("--threads-per-worker", threads_per_worker)):
+        if v is not None and v < 1:
+            raise LimitError(f"{name} must be at least 1, got {v}")
+    visible = 0 if cpu else dev.gpu_count()
+    if visible and n_workers is not None and n_workers > visible:
+        raise LimitError(f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; "
+                         "pass --cpu for CPU workers")
+    gpus = tuple(range(n_workers if n_workers else visible)) if visible else ()
+    workers = n_workers or (len(gpus) or 1)
+    if threads_per_worker:
+        threads = workers * threads_per_worker
+    elif gpus:
+        threads = min(cpus, GPU_THREADS) * len(gpus)
+    else:
+        threads = workers * max(1, cpus // workers) if n_workers else cpus
+    available = _mem_available()
+    per_worker = parse_size(memory_limit, available // workers, "--memory-limit")
+    host = per_worker * workers if per_worker else int(available * 0.6)
+    device_budget = 0
+    if gpus:
+        import cupy
+
+        free, total = cupy.cuda.Device(gpus[0]).mem_info
+        device_budget = parse_size(device_memory_limit, total, "--device-memory-limit") or int(free * 0.8)
+    elif device_memory_limit is not None:
+        parse_size(device_memory_limit, 1, "--device-memory-limit")
+    where = f"{threads} threads"
+    where += f" on {len(gpus)} GPU(s), device memory {_fmt(device_budget)} each" if gpus else " on the CPU"
+    where += f", host memory {_fmt(host)}"
+    return Resources(threads, host, gpus, device_budget, where)
+
+
+def _fmt(n) -> str:
+    from dask.utils import format_bytes
+
+    return format_bytes(int(n))
+
+
+def sizes(res: Resources, row_bytes: int, chunk_size: int | None, what: str = "--memory-limit"):
+    """``(rows per block, rows per output range, host bytes for runs, device bytes for runs)``."""
+    per_thread = res.host_budget // 2 // res.threads
+    if res.gpus:
+        per_gpu_threads = -(-res.threads // len(res.gpus))
+        block = min(GPU_BLOCK, res.device_budget // 2 // per_gpu_threads // 3, per_thread // 2)
+    else:
+        block = min(CPU_BLOCK, per_thread // 3)
+    if chunk_size:
+        block = int(chunk_size)
+    if block < max(MIN_BLOCK, row_bytes) and not chunk_size:
+        need = max(MIN_BLOCK, row_bytes) * 3 * 2 * res.threads
+        if res.gpus and res.device_budget // 2 // -(-res.threads // len(res.gpus)) // 3 < MIN_BLOCK:
+            raise LimitError(f"--device-memory-limit {_fmt(res.device_budget)} is too small for {res.threads} threads to sort "
+                             f"blocks of at least {_fmt(MIN_BLOCK)}; the smallest workable value is "
+                             f"{_fmt(MIN_BLOCK * 6 * -(-res.threads // len(res.gpus)))}")
+        raise LimitError(f"{what}: {_fmt(res.host_budget)} in all is too small for {res.threads} threads to sort blocks of "
+                         f"at least {_fmt(MIN_BLOCK)}; the smallest workable total is {_fmt(need)}")
+    rows = max(1, block // row_bytes)
+    return rows, rows, res.host_budget // 2, res.device_budget // 2 if res.gpus else 0
+
+
+# -- progress -------------------------------------------------------------------------------------
+
+
+class Progress:
+    """One line of per-phase bars, redrawn on a terminal, printed once at the end elsewhere."""
+
+    def __init__(self, totals: dict, stream=None, width: int = 12):
+        self.totals, self.done = dict(totals), {p: 0 for p in totals}
+        self.stream, self.width = stream or sys.stdout, width
+        self.t0 = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread = None
+        self.spans: dict = {}  # phase -> [first start, last end]
+
+    def started(self, phase: str) -> None:
+        now = time.perf_counter()
+        span = self.spans.setdefault(phase, [now, now])
+        span[0] = min(span[0], now)
+
+    def finished(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.done[phase] = self.done.get(phase, 0) + 1
+        span = self.spans.setdefault(phase, [now, now])
+        span[1] = max(span[1], now)
+
+    def line(self) -> str:
+        parts = []
+        for p, total in self.totals.items():
+            frac = self.done.get(p, 0) / total if total else 1.0
+            fill = int(self.width * frac)
+            parts.append(f"{p} [{'#' * fill}{'.' * (self.width - fill)}] {int(100 * frac):3d}%")
+        return " ".join(parts) + f"  {time.perf_counter() - self.t0:.1f}s"
+
+    def __enter__(self):
+        if self.stream.isatty():
+            def draw():
+                while not self._stop.wait(0.25):
+                    self.stream.write("\r\33[2K" + self.line())
+                    self.stream.flush()
+
+            self._thread = threading.Thread(target=draw, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if exc[0] is None:
+            self.stream.write(("\r\33[2K" if self.stream.isatty() else "") + self.line() + "\n")
+            self.stream.flush()
+        elif self.stream.isatty():
+            self.stream.write("\n")
+        return False
+
+
+def _compute_threads(dsk, keys, threads: int, progress: Progress | None, phase_of):
+    """Compute ``keys`` of ``dsk`` on a pool of ``threads`` threads (dask's threaded scheduler)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from dask.callbacks import Callback
+    from dask.threaded import get
+
+    class _Bars(Callback):
+        def _pretask(self, key, dsk, state):
+            if progress is not None:
+                progress.started(phase_of(key))
+
+        def _posttask(self, key, result, dsk, state, id):
+            if progress is not None:
+                progress.finished(phase_of(key))
+
+    pool = ThreadPoolExecutor(threads, thread_name_prefix="dsort")
+    try:
+        with _Bars():
+            return get(dsk, keys, num_workers=threads, pool=pool)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _compute_client(client, dsk, keys, progress: bool):
+    from distributed import wait
+
+    from .cluster import progress_bars
+
+    futures = client.get(dsk, keys, sync=False)
+    flat = [f for group in futures for f in group]
+    try:
+        if progress:
+            progress_bars(flat, client)
+        wait(flat)
+        return client.gather(futures)
+    except BaseException:
+        client.cancel(flat)
+        raise
+
+
+# -- the service ------------------------------------------------------------------------------------
+
+
+def _process_age() -> float | None:
+    """Seconds since this process started (Linux), for the report's start-up line."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def validate(input, output, *, format=None, record_size=100, key_size=10, by=None, overwrite=False):
+    """Check INPUT and OUTPUT before any work: ``(format, files, OUTPUT path)``; :class:`InputError`
+    names the problem."""
+    from . import io
+    from .io import npy, parquet, records
+
+    fmt, files, dirs = io.discover(input, format)
+    if fmt != "parquet" and by:
+        raise InputError(f"--by names Parquet columns; INPUT is {fmt}")
+    if fmt == "parquet" and not by:
+        raise InputError("sorting Parquet needs the sort columns: --by COL[,COL...]")
+    out = io.check_destination(output, files, overwrite=overwrite, input_dirs=dirs)
+    if fmt == "records":
+        records.check_sizes(record_size, key_size)
+        records.lengths(files, record_size)
+    elif fmt == "npy":
+        npy.inspect(files)
+    else:
+        parquet.check_columns(by, parquet.row_groups(files)[2], input)
+    return fmt, files, out
+
+
+def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=None, descending=False, overwrite=False,
+               chunk_size=None, scheduler=None, client=None, n_workers=None, threads_per_worker=None, memory_limit="auto",
+               device_memory_limit=None, local_directory=None, cpu=False, progress=True, stream=None) -> SortReport:
+    """Sort the rows of INPUT (a file, a directory or a glob of one format) into OUTPUT.
+
+    ``format``: ``"records"``, ``"npy"`` or ``"parquet"`` (default: from the names). Records:
+    ``record_size`` bytes each, ordered by the first ``key_size`` bytes as unsigned bytes. ``.npy``:
+    1-D numbers by value, NaN last. Parquet: by the columns ``by`` (pandas' order, nulls last),
+    written as a directory of parts with a manifest. ``descending``: largest first; ties keep
+    their input order either way. ``overwrite``: replace an existing OUTPUT that is a file or a
+    directory dsort wrote, once the new one is complete.
+
+    Where: ``scheduler``/``client`` for a running dask cluster; else embedded threads with
+    ``n_workers``, ``threads_per_worker``, ``memory_limit`` (per worker), ``device_memory_limit``
+    (per GPU; bytes or a fraction), ``cpu`` (no GPU). ``local_directory``: where runs that do not
+    fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per block and output range
+    (default: from the limits).
+
+    Raises :class:`~dsort.io.InputError` (bad input or limits, before any work where it can be
+    checked) or :class:`CheckFailed` (output count, checksum or order wrong: nothing at OUTPUT).
+    """
+    from . import io
+
+    stream = stream or sys.stdout
+    t0 = time.perf_counter()
+    startup = _process_age()
+    if chunk_size is not None and int(chunk_size) < 1:
+        raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
+    fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
+    if client is None and scheduler:
+        from distributed import Client
+
+        try:
+            client = Client(scheduler, timeout="30s")
+        except OSError as e:
+            raise LimitError(f"cannot reach the scheduler at {scheduler}: {e}") from None
+        own_client = client
+    else:
+        own_client = None
+    try:
+        if fmt == "parquet":
+            return _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit,
+                                 cpu, progress, stream, t0, startup)
+        return _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
+                           threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, t0, startup)
+    finally:
+        if own_client is not None:
+            own_client.close()
+
+
+def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
+                threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, t0, startup):
+    from . import filesort as F
+    from . import io, plan
+    from . import runs as R
+    from .io import npy, records
+
+    if fmt == "records":
+        layout = R.Layout(record_size, key_size)
+        lengths, offsets, dtype = records.lengths(files, record_size), [0] * len(files), None
+    else:
+        dtype, lengths, offsets = npy.inspect(files)
+        layout = R.Layout(dtype.itemsize, dtype.itemsize, dtype.str)
+    n = sum(lengths)
+    nbytes = n * layout.row_bytes
+    if client is None:
+        res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit,
+                        device_memory_limit=device_memory_limit, cpu=cpu)
+    else:
+        info = client.scheduler_info()["workers"].values()
+        if not info:
+            raise LimitError("the cluster has no workers")
+        mem = min((w.get("memory_limit") or 0 for w in info), default=0) or 4 << 30
+        from .engine.device import has_gpu
+
+        gpu = not cpu and all(client.run(has_gpu).values())
+        res = Resources(sum(w["nthreads"] for w in info), mem * len(info), (0,) if gpu else (), 8 << 30 if gpu else 0,
+                        f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads")
+    rows_per_block, rows_per_range, host_runs, device_runs = sizes(res, layout.row_bytes, chunk_size)
+    job_id = uuid.uuid4().hex[:12]
+    base = Path(local_directory).absolute() if local_directory else out.parent
+    made = [] if base.is_dir() else _make_dirs(base)
+    runs_dir = base / f".{out.name}.dsort-runs-{os.getpid()}-{job_id[:8]}"
+    if client is not None:  # workers of a cluster keep runs on disk, where every worker can read them
+        host_runs = device_runs = 0
+    store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs)
+    blocks = F.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
+    ranges = F.plan_ranges(n, rows_per_range)
+    print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
+    print(f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, "
+          f"{len(ranges)} output ranges", file=stream)
+    phases, stages, tiers = {}, {}, {}
+    with io.staged(out, overwrite=overwrite) as tmp:
+        try:
+            out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else _allocate(tmp, nbytes)
+            ins = outs = C.Summary()
+            if n:
+                spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1))
+                gpus = res.gpus if client is None else ((0,) if res.gpus else ())
+                job = F.Job(job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, descending)
+                dsk, run_keys, merge_keys = F.graph(job)
+                bar = Progress({"run": len(run_keys), "cuts": 1, "merge": len(merge_keys)}, stream) if progress else None
+                if client is None:
+                    with bar if bar is not None else _Null():
+                        run_results, merge_results = _compute_threads(dsk, [run_keys, merge_keys], res.threads, bar, F.phase_of)
+                    if bar is not None:
+                        phases = {p: s[1] - s[0] for p, s in bar.spans.items()}
+                else:
+                    run_results, merge_results = _compute_client(client, dsk, [run_keys, merge_keys], progress)
+                for run, _, times in run_results:
+                    tiers[run.tier] = tiers.get(run.tier, 0) + 1
+                for _, _, times in run_results:
+                    _add(stages, times)
+                for _, times in merge_results:
+                    _add(stages, times)
+                ins = C.combine([s for _, s, _ in run_results])
+                outs = C.combine([s for s, _ in merge_results], descending=descending)
+            _check(ins, outs, n, out, stream)
+            t_pub = time.perf_counter()
+        finally:
+            R.drop(job_id, str(runs_dir))
+            for d in reversed(made):  # directories this run made for its runs, if left empty
+                with contextlib.suppress(OSError):
+                    d.rmdir()
+            if client is not None:
+                try:
+                    client.run(R.drop, job_id)
+                except Exception:
+                    pass
+    phases["publish"] = time.perf_counter() - t_pub
+    return SortReport(str(input), out, fmt, n, nbytes, time.perf_counter() - t0, ins, outs, res.described, startup, phases, stages, tiers)
+
+
+def _make_dirs(path: Path) -> list:
+    """Make ``path`` and its missing parents (as dask makes a worker's local directory); return
+    the directories made, outermost first, so they can be removed again."""
+    missing = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--local-directory {path} cannot be made: {e.strerror}") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise InputError(f"--local-directory {path} is not writable")
+    return list(reversed(missing))
+
+
+def _allocate(path: Path, size: int) -> int:
+    with open(path, "r+b" if path.exists() else "wb") as f:
+        try:
+            os.posix_fallocate(f.fileno(), 0, size) if size else None
+        except OSError as e:
+            import errno
+
+            if e.errno == errno.ENOSPC:
+                raise InputError(f"no space for OUTPUT: {_fmt(size)} needed in {path.parent}") from None
+            f.truncate(size)  # file systems without fallocate
+    return 0
+
+
+def _add(acc: dict, times: dict) -> None:
+    for k, v in times.items():
+        acc[k] = acc.get(k, 0.0) + v
+
+
+def _check(ins: C.Summary, outs: C.Summary, n: int, out, stream) -> None:
+    print(f"input  {ins.records:>15,} records  checksum {ins.checksum:x}", file=stream)
+    print(f"output {outs.records:>15,} records  checksum {outs.checksum:x}", file=stream)
+    problems = []
+    if (ins.records, ins.checksum) != (outs.records, outs.checksum) or outs.records != n:
+        problems.append("the output's record count or checksum differs from the input's")
+    if outs.unordered:
+        problems.append(f"the output is not sorted: {outs.unordered:,} records out of order, the first at record {outs.first_unordered:,}")
+    if problems:
+        raise CheckFailed("; ".join(problems) + f"; nothing was written at {out}")
+
+
+class _Null:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit, cpu,
+                  progress, stream, t0, startup):
+    """Parquet rows by columns: the dataframe sort (:func:`dsort.dataframe.sort_values`) over row
+    groups, one part per row group, on the embedded threads or the cluster."""
+    import dask
+
+    from . import io
+    from .io import parquet
+
+    res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True) if client is None else None
+    where = res.described if res else f"the cluster at {client.scheduler.address}"
+    with io.staged(out, directory=True, overwrite=overwrite) as tmp:
+        job = parquet.sort_job(files, tmp, by=by, descending=descending)
+        print(f"sorting {job.records:,} parquet rows ({_fmt(job.nbytes)}) from {input} into {out}", file=stream)
+        print(f"on {where}", file=stream)
+        if job.records:
+            if client is None:
+                in_parts, out_parts = dask.compute(job.inputs, job.outputs, scheduler="threads", num_workers=res.threads)
+            else:
+                futures = client.compute([job.inputs, job.outputs])
+                in_parts, out_parts = client.gather(futures)
+            ins, outs = C.combine(in_parts), C.combine(out_parts)
+        else:
+            out_parts, ins, outs = [], C.Summary(), C.Summary()
+        _check(ins, outs, job.records, out, stream)
+        job.finish(out_parts)
+        t_pub = time.perf_counter()
+    return SortReport(str(input), out, "parquet", job.records, job.nbytes, time.perf_counter() - t0, ins, outs, where, startup,
+                      {"publish": time.perf_counter() - t_pub}, {}, {})
+
+
+def format_report(r: SortReport) -> str:
+    """The summary a finished job prints: records, bytes, time, throughput, where the time went."""
+    lines = [f"sorted {r.records:,} records ({_fmt(r.bytes)}), duplicate keys {r.output_summary.duplicates:,}"]
+    lines.append(f"wall time {r.wall:.2f} s, throughput {_fmt(r.throughput)}/s ({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
+                 + (f"; process start-up before it {r.startup:.2f} s" if r.startup is not None else ""))
+    if r.phases:
+        lines.append("phases (wall): " + ", ".join(f"{p} {s:.2f} s" for p, s in r.phases.items()))
+    if r.stages:
+        total = sum(r.stages.values()) or 1.0
+        lines.append("stages (busy, all threads): " + ", ".join(f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in r.stages.items()))
+    if r.runs:
+        lines.append("runs: " + ", ".join(f"{n} {'on GPU' if t == 'device' else 'in memory' if t == 'host' else 'on disk'}" for t, n in r.runs.items()))
+    return "\n".join(lines)
