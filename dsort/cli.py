@@ -100,7 +100,9 @@ def _gen(args) -> int:
     if args.what == "records":
         if not 0 < args.key_size <= args.record_size:
             raise InputError(f"--key-size must be between 1 and --record-size ({args.record_size})")
-        gen.records(args.n, path, seed=args.seed, record_size=args.record_size, key_size=args.key_size, skew=args.skew)
+        if args.ascii and args.record_size < args.key_size + 18:
+            raise InputError(f"--ascii needs records of at least --key-size + 18 bytes (the index and the line end): {args.key_size + 18}")
+        gen.records(args.n, path, seed=args.seed, record_size=args.record_size, key_size=args.key_size, skew=args.skew, ascii=args.ascii)
         size = args.n * args.record_size
     else:
         gen.npy(args.n, path, dtype=args.dtype, seed=args.seed)
@@ -243,6 +245,8 @@ def parser() -> argparse.ArgumentParser:
     gr.add_argument("n", type=_count, metavar="N")
     gr.add_argument("path", metavar="PATH")
     gr.add_argument("--skew", action="store_true", help="skewed keys: a few hot prefixes, many repeats")
+    gr.add_argument("--ascii", action="store_true", help="printable keys: every record is a text line ending in \\r\\n (gensort -a), so "
+                    "LC_ALL=C sort can sort the same records")
     gr.add_argument("--record-size", type=int, default=100)
     gr.add_argument("--key-size", type=int, default=10)
     gn = gsub.add_parser("npy", help="N random numbers as a 1-D .npy")

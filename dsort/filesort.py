@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 from dataclasses import dataclass, replace
 
@@ -77,18 +78,27 @@ class Stopwatch:
         self._t = t
 
 
+_local = threading.local()
+
+
 @contextlib.contextmanager
 def _on(gpu):
-    """Run the block on CUDA device ``gpu`` with a stream of its own (tasks on threads overlap), or
-    on the CPU where ``gpu`` is None."""
+    """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
+    overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks),
+    or on the CPU where ``gpu`` is None."""
     if gpu is None:
         yield
         return
     import cupy
 
-    with cupy.cuda.Device(gpu), cupy.cuda.Stream(non_blocking=True) as stream:
-        yield
-        stream.synchronize()
+    with cupy.cuda.Device(gpu):
+        streams = _local.__dict__.setdefault("streams", {})
+        stream = streams.get(gpu)
+        if stream is None:
+            stream = streams[gpu] = cupy.cuda.Stream(non_blocking=True)
+        with stream:
+            yield
+            stream.synchronize()
 
 
 def _sync(gpu):

@@ -4,6 +4,8 @@ Records (``gensort``'s layout, 100 bytes): a 10-byte binary key, uniformly rando
 keys drawn from a skewed distribution, with many repeats, to stress the splitters), then the
 record's index as 16 hex ASCII digits, and filler bytes (``0x20``..) up to the record size, ending
 in ``\\r\\n`` as gensort's do. The payload identifies each record, so a checksum catches any loss.
+``ascii=True`` (gensort's ``-a``): the key's bytes are printable (`` `` to ``~``), so every record is
+a newline-terminated text line and line tools (``LC_ALL=C sort``) sort the very same records.
 Deterministic for a given ``seed``, whatever the chunk size.
 """
 
@@ -21,7 +23,8 @@ def _rng(seed, chunk: int):
     return np.random.default_rng([seed, chunk])
 
 
-def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_size: int = 10, skew: bool = False) -> np.ndarray:
+def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_size: int = 10, skew: bool = False,
+                 ascii: bool = False) -> np.ndarray:
     """Records ``start .. start + n`` as rows ``(n, record_size)`` of uint8 (``start`` a multiple of
     :data:`CHUNK`, or within one chunk: the random stream is keyed by chunk)."""
     out = np.empty((n, record_size), np.uint8)
@@ -30,12 +33,13 @@ def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_s
         c, off = divmod(start + done, CHUNK)
         m = min(n - done, CHUNK - off)
         rng = _rng(seed, c)
-        keys = rng.integers(0, 256, (CHUNK, key_size), dtype=np.uint8)[off : off + m]
+        keys = rng.integers(32, 127, (CHUNK, key_size), dtype=np.uint8) if ascii else rng.integers(0, 256, (CHUNK, key_size), dtype=np.uint8)
+        keys = keys[off : off + m]
         if skew:
             # a few hot prefixes: the first bytes from a Zipf-like distribution over 64 values
             hot = np.minimum(rng.zipf(1.5, CHUNK)[off : off + m] - 1, 63).astype(np.uint8)
-            keys[:, 0] = hot
-            keys[:, 1 : min(4, key_size)] = 0
+            keys[:, 0] = hot + (32 if ascii else 0)
+            keys[:, 1 : min(4, key_size)] = 32 if ascii else 0
         part = out[done : done + m]
         part[:, :key_size] = keys
         payload = record_size - key_size
@@ -52,14 +56,14 @@ def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_s
     return out
 
 
-def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: int = 10, skew: bool = False) -> Path:
+def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: int = 10, skew: bool = False, ascii: bool = False) -> Path:
     """Write ``n`` records to ``path`` (through a temporary name, renamed when complete)."""
     path = Path(path)
     tmp = path.parent / f".{path.name}.dsort-tmp-{os.getpid()}"
     try:
         with open(tmp, "wb") as f:
             for s in range(0, n, CHUNK):
-                f.write(record_chunk(s, min(CHUNK, n - s), seed=seed, record_size=record_size, key_size=key_size, skew=skew).data)
+                f.write(record_chunk(s, min(CHUNK, n - s), seed=seed, record_size=record_size, key_size=key_size, skew=skew, ascii=ascii).data)
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 
 import cupy
 import numpy as np
@@ -29,16 +30,30 @@ def _digest() -> str:
     return h.hexdigest()[:16]
 
 
+_build_lock = threading.Lock()  # threads that need the same module wait for one build, not start their own
+
+
 @functools.cache
-def module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
+def _module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
     code = f"// dsort kernels {_digest()}\n" + "".join(f'#include "{s}"\n' for s in sources)
     return cupy.RawModule(code=code, options=("-std=c++17", f"-I{kernel_dir()}"), name_expressions=list(names))
 
 
+def module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
+    with _build_lock:
+        return _module(sources, names)
+
+
 @functools.cache
+def _function(sources, names, name, device: int):
+    with _build_lock:
+        return _module(sources, names).get_function(name)
+
+
 def function(sources: tuple[str, ...], names: tuple[str, ...], name: str):
-    """One kernel of a module, cached (so its shared-memory opt-in below is set once)."""
-    return module(sources, names).get_function(name)
+    """One kernel of a module on the current device, cached (so its shared-memory opt-in below
+    is set once per device)."""
+    return _function(sources, names, name, cupy.cuda.Device().id)
 
 
 _raised: set[tuple[int, int]] = set()  # (id of a cached kernel, bytes): kernels live forever

@@ -1,0 +1,193 @@
+"""Whole commands on the same file and machine: ``dsort sort`` against GNU sort and DuckDB.
+
+The yardstick a user applies: is ``dsort sort`` faster than ``sort`` on the same file, timed as a
+whole command (process start to exit)? Records are Sort Benchmark records in the ASCII layout
+(``dsort gen records --ascii``: printable 10-byte keys, 100-byte lines ending in ``\\r\\n``), so
+``LC_ALL=C sort`` takes the very same bytes. Input in the page cache (read once before timing).
+
+Cases:
+
+* ``memory``: every tool with its default memory (GNU sort ``-S 50%``);
+* ``ooc``: every tool limited to ``--fraction`` (1/4) of the data: dsort ``--memory-limit``
+  (CPU) or ``--device-memory-limit`` (GPU), GNU sort ``-S``, DuckDB ``memory_limit``.
+
+Also measured in the same run: the disk's sequential write with fsync and read of an uncached file
+(``--floor``), and from them the floor of a sort that must write its output (and, out of core,
+read and write its runs once more). Every dsort output is checked (order, count, checksum).
+
+    python benchmarks/bench_files.py --records 2e7 --cpu --threads 2 --cases memory,ooc --json out.json
+
+The markdown table is printed last; ``--json PATH`` writes the rows too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_table, write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+PY = sys.executable
+RUSAGE = "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); " \
+         "print('maxrss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)"
+
+
+def timed(cmd, env=None, log=None):
+    """(seconds, peak RSS of the largest process in bytes, output) of one whole command."""
+    t = time.perf_counter()
+    p = subprocess.run([PY, "-c", RUSAGE, *map(str, cmd)], capture_output=True, text=True, env=env)
+    dt = time.perf_counter() - t
+    rss = int(p.stderr.rsplit("maxrss", 1)[1].split()[0]) * 1024 if "maxrss" in p.stderr else 0
+    out = p.stdout + p.stderr
+    if log:
+        with open(log, "a") as f:
+            f.write(f"$ {' '.join(map(str, cmd))}\n{out}\n({dt:.2f} s)\n")
+    if p.returncode != 0:
+        raise RuntimeError(f"{cmd[0]} failed ({p.returncode}):\n{out[-3000:]}")
+    return dt, rss, out
+
+
+def disk_floor(d: Path, nbytes: int):
+    """Sequential write with fsync, and read of an uncached file, in bytes/s (16 MiB blocks)."""
+    path = d / "floor.tmp"
+    block = bytes(16 << 20)
+    t = time.perf_counter()
+    with open(path, "wb") as f:
+        left = nbytes
+        while left > 0:
+            f.write(block[: min(left, len(block))])
+            left -= len(block)
+        f.flush()
+        os.fsync(f.fileno())
+    write = nbytes / (time.perf_counter() - t)
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # clean pages: dropped, so the read hits the disk
+    t = time.perf_counter()
+    while os.read(fd, 16 << 20):
+        pass
+    read = nbytes / (time.perf_counter() - t)
+    os.close(fd)
+    path.unlink()
+    return write, read
+
+
+def duckdb_script(src, dst, threads, memory):
+    mem = f"SET memory_limit='{memory}';" if memory else ""
+    return (f"import duckdb; c = duckdb.connect(); c.execute(\"SET threads={threads}; {mem} SET preserve_insertion_order=false;\"); "
+            f"c.execute(\"COPY (SELECT line FROM read_csv('{src}', columns={{'line': 'VARCHAR'}}, header=false, delim='\\x01', "
+            f"quote='', escape='') ORDER BY substr(line, 1, 10)) TO '{dst}' (HEADER false, QUOTE '', DELIMITER '\\x01')\")")
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--records", type=float, default=2e6)
+    p.add_argument("--dir", default=None, help="working directory (default: a new one under /tmp)")
+    p.add_argument("--cases", default="memory,ooc")
+    p.add_argument("--fraction", type=float, default=0.25, help="ooc: memory as a fraction of the data")
+    p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every tool")
+    p.add_argument("--cpu", action="store_true", help="dsort on the CPU (else on the visible GPUs)")
+    p.add_argument("--peers", default="gnu,duckdb")
+    p.add_argument("--repeat", type=int, default=1, help="runs of each command (the median is reported)")
+    p.add_argument("--dsort-args", default="", help="more options for dsort sort")
+    p.add_argument("--no-floor", action="store_true")
+    p.add_argument("--keep", action="store_true")
+    p.add_argument("--log", default=None, help="append every command's output here")
+    p.add_argument("--json", default=None)
+    args = p.parse_args(argv)
+
+    n = int(args.records)
+    work = Path(args.dir) if args.dir else Path(f"/tmp/dsort-bench-files-{os.getpid()}")
+    work.mkdir(parents=True, exist_ok=True)
+    src = work / f"in-{n}.txt"
+    env = dict(os.environ, LC_ALL="C", PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
+    if not src.exists():
+        from dsort import gen
+
+        t = time.perf_counter()
+        gen.records(n, src, ascii=True)
+        print(f"generated {n:,} records in {time.perf_counter() - t:.1f} s", flush=True)
+    size = src.stat().st_size
+    subprocess.run(["cat", str(src)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
+    write_bw = read_bw = None
+    if not args.no_floor:
+        write_bw, read_bw = disk_floor(work, min(size, 4 << 30))
+        print(f"disk: write+fsync {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s", flush=True)
+    peers = [x for x in args.peers.split(",") if x]
+    if "duckdb" in peers:
+        try:
+            import duckdb  # noqa: F401
+        except ImportError:
+            print("duckdb is not installed: skipped (pip install duckdb)")
+            peers.remove("duckdb")
+    rows = []
+    for case in args.cases.split(","):
+        limit = int(size * args.fraction) if case == "ooc" else None
+        cmds = {}
+        dsort_cmd = [PY, "-m", "dsort", "sort", src, work / "out.dsort", "--overwrite", "--threads-per-worker", args.threads]
+        if args.cpu:
+            dsort_cmd += ["--cpu", "--n-workers", 1]
+        if limit:
+            dsort_cmd += ["--memory-limit", limit] if args.cpu else ["--device-memory-limit", limit]
+        dsort_cmd += args.dsort_args.split()
+        cmds["dsort"] = (dsort_cmd, work / "out.dsort")
+        if "gnu" in peers:
+            cmds["GNU sort"] = (["sort", f"--parallel={args.threads}", "-S", f"{limit // 2**20}M" if limit else "50%", "-T", work,
+                                 "-o", work / "out.gnu", src], work / "out.gnu")
+        if "duckdb" in peers:
+            memory = f"{limit // 2**20}MB" if limit else None
+            cmds["DuckDB"] = ([PY, "-c", duckdb_script(src, work / "out.duck", args.threads, memory)], work / "out.duck")
+        results = {}
+        for name, (cmd, out) in cmds.items():
+            times, rss, text = [], 0, ""
+            for _ in range(args.repeat):
+                if out.exists():
+                    out.unlink()
+                try:
+                    dt, r, text = timed(cmd, env, args.log)
+                except RuntimeError as e:
+                    print(f"{case} {name}: {e}", flush=True)
+                    times = None
+                    break
+                times.append(dt)
+                rss = max(rss, r)
+            if times is None:
+                rows.append({"case": case, "tool": name, "wall s": "failed"})
+                continue
+            results[name] = statistics.median(times)
+            row = {"case": case, "tool": name, "records": n, "GB": round(size / 1e9, 2), "memory": f"{limit / 2**20:.0f} MiB" if limit else "default",
+                   "wall s": round(results[name], 2), "GB/s": round(size / results[name] / 1e9, 3), "peak RSS MiB": round(rss / 2**20)}
+            if name == "dsort":
+                check = subprocess.run([PY, "-m", "dsort", "check", out], capture_output=True, text=True, env=env)
+                ok = check.returncode == 0 and f"Records: {n:,}" in check.stdout
+                row["checked"] = "yes" if ok else "FAILED"
+                for line in text.splitlines():
+                    if line.startswith(("stages", "phases", "runs:")):
+                        row.setdefault("dsort said", []).append(line)
+            if write_bw:
+                floor = size / write_bw + (size / read_bw + size / write_bw if limit else 0)
+                row["floor s"] = round(floor, 2)
+                row["of floor"] = f"{floor / results[name]:.2f}"
+            print(row, flush=True)
+            rows.append(row)
+        for r in rows:
+            if r["case"] == case and "wall s" in r and r["tool"] != "dsort" and "dsort" in results and isinstance(r["wall s"], float):
+                r["dsort faster by"] = f"{r['wall s'] / results['dsort']:.2f}x"
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    meta = {"records": n, "bytes": size, "threads": args.threads, "cpu": args.cpu, "write_bw": write_bw, "read_bw": read_bw}
+    write_json(args.json, rows, **meta)
+    print()
+    print(f"{n:,} records ({size / 1e9:.2f} GB), {args.threads} threads" + (f"; disk write+fsync {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s" if write_bw else ""))
+    print_table(rows, ["case", "tool", "memory", "wall s", "GB/s", "dsort faster by", "peak RSS MiB", "floor s", "of floor", "checked"])
+
+
+if __name__ == "__main__":
+    main()
