@@ -1,5 +1,3 @@
-import sys
+from dsort.cli import run
 
-from dsort.cli import main
-
-sys.exit(main())
+run()

@@ -54,6 +54,7 @@ class Job:
     spacing: int  # the runs' sample spacing
     store: R.StoreConfig
     gpus: tuple = ()  # CUDA devices to use, () for the CPU
+    gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
     descending: bool = False
     na_position: str = "last"
 
@@ -79,19 +80,23 @@ class Stopwatch:
 
 
 _local = threading.local()
+_slots: dict = {}
+_slots_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _on(gpu):
+def _on(gpu, job: Job | None = None):
     """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
     overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks),
-    or on the CPU where ``gpu`` is None."""
+    at most ``job.gpu_tasks`` tasks at once per GPU; or on the CPU where ``gpu`` is None."""
     if gpu is None:
         yield
         return
     import cupy
 
-    with cupy.cuda.Device(gpu):
+    with _slots_lock:
+        slots = _slots.setdefault((job.id if job else "", gpu), threading.BoundedSemaphore(job.gpu_tasks if job else 1))
+    with slots, cupy.cuda.Device(gpu):
         streams = _local.__dict__.setdefault("streams", {})
         stream = streams.get(gpu)
         if stream is None:
@@ -116,20 +121,17 @@ def run_task(job: Job, i: int):
     path, offset, n = job.blocks[i]
     lay, gpu = job.layout, job.gpu_for(i)
     watch = Stopwatch()
-    with _on(gpu):
+    with _on(gpu, job):
         if gpu is None:
             rows = R.read_file(path, offset, n, lay.row_bytes)
             watch.lap("read")
         else:
-            import cupy
-
-            with dev.staging(gpu).buffer(n * lay.row_bytes) as buf:
-                host = R.read_file(path, offset, n, lay.row_bytes, out=buf)
-                watch.lap("read")
-                rows = cupy.empty(host.shape, np.uint8)
-                rows.set(host)
-                _sync(gpu)
-            watch.lap("copy in")
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                rows = dev.upload(n * lay.row_bytes, lambda buf, off: R.pread_into(fd, buf, offset + off), gpu).reshape(n, lay.row_bytes)
+            finally:
+                os.close(fd)
+            watch.lap("read + copy in")
         summary = C.Summary(records=n, checksum=C.exact_sum(C.crc32_rows(rows)), bytes=n * lay.row_bytes)
         _sync(gpu)
         watch.lap("checksum")
@@ -185,8 +187,8 @@ def merge_task(job: Job, cut, t: int):
     watch = Stopwatch()
     first = int(bounds[t].sum())
     store = R.store(job.store)
-    with _on(gpu):
-        slices = [store.read(run, bounds[t, q], bounds[t + 1, q], gpu) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+    with _on(gpu, job):
+        slices = store.read_many([(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]], gpu)
         _sync(gpu)
         watch.lap("read runs")
         if not slices:
@@ -201,29 +203,21 @@ def merge_task(job: Job, cut, t: int):
         summary = C.summarize(keys, rows, descending=job.descending)
         _sync(gpu)
         watch.lap("checksum")
-        offset = job.out_offset + first * lay.row_bytes
-        if gpu is None:
-            _write_at(job.output, offset, rows)
-            watch.lap("write")
-        else:
-            with dev.staging(gpu).buffer(rows.nbytes) as buf:
-                host = buf[: rows.nbytes].reshape(rows.shape)
-                rows.get(out=host)
-                _sync(gpu)
-                watch.lap("copy out")
-                _write_at(job.output, offset, host)
-            watch.lap("write")
+        _write_at(job.output, job.out_offset + first * lay.row_bytes, rows, gpu)
+        watch.lap("copy out + write" if gpu is not None else "write")
     return summary, watch.times
 
 
-def _write_at(path, offset: int, rows) -> None:
-    buf = memoryview(np.ascontiguousarray(rows).reshape(-1).view(np.uint8))
+def _write_at(path, offset: int, rows, gpu=None) -> None:
+    """Write ``rows`` at byte ``offset`` of the output (from a GPU through the staging pieces)
+    and start their writeback to disk."""
     fd = os.open(path, os.O_WRONLY)
     try:
-        done = 0
-        while done < len(buf):
-            done += os.pwrite(fd, buf[done:], offset + done)
-        R.start_writeback(fd, offset, len(buf))
+        if gpu is None:
+            R.pwrite_all(fd, np.ascontiguousarray(rows).reshape(-1).view(np.uint8), offset)
+        else:
+            dev.download(rows, lambda buf, off: R.pwrite_all(fd, buf, offset + off), gpu)
+        R.start_writeback(fd, offset, rows.nbytes)
     finally:
         os.close(fd)
 

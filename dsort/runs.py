@@ -19,6 +19,7 @@ that GPU) or into host memory: the merges read exactly the rows of their output 
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import ctypes
 import os
@@ -134,28 +135,49 @@ class RunStore:
     def read(self, run: Run, lo: int, hi: int, gpu: int | None = None):
         """Rows ``[lo, hi)`` of ``run``: a CuPy array on GPU ``gpu``, or NumPy where ``gpu`` is None.
         A slice of a run held in memory may be a view: read it, never write it."""
-        lo, hi = int(lo), int(hi)
-        rb = self.config.row_bytes
-        if run.tier == "disk":
-            if gpu is None:
-                return read_file(run.path, lo * rb, hi - lo, rb)
-            import cupy
+        return self.read_many([(run, lo, hi)], gpu)[0]
 
-            with dev.staging(gpu).buffer((hi - lo) * rb) as buf:
-                rows = read_file(run.path, lo * rb, hi - lo, rb, out=buf)
-                out = cupy.empty(rows.shape, np.uint8)
-                out.set(rows)
-                cupy.cuda.get_current_stream().synchronize()
-                return out
-        data = self._data[run.index]
-        part = data[lo:hi]
-        if run.tier == "host":
-            return part if gpu is None else dev.from_host(part)
-        if gpu is None:
-            return dev.to_host(part)
-        if gpu == run.device:
-            return part
-        return _peer_copy(part, run.device, gpu)
+    def read_many(self, items, gpu: int | None = None) -> list:
+        """Rows ``[lo, hi)`` of several runs (``items``: ``(run, lo, hi)``), as :meth:`read` gives
+        them. To a GPU, every slice not already there travels in one stream of staging pieces."""
+        rb = self.config.row_bytes
+        out: list = [None] * len(items)
+        segments = []  # (item, run, first byte in the run, bytes, first byte in the upload)
+        total = 0
+        for i, (run, lo, hi) in enumerate(items):
+            lo, hi = int(lo), int(hi)
+            if run.tier == "disk" and gpu is None:
+                out[i] = read_file(run.path, lo * rb, hi - lo, rb)
+            elif run.tier == "host" and gpu is None:
+                out[i] = self._data[run.index][lo:hi]
+            elif run.tier == "device":
+                part = self._data[run.index][lo:hi]
+                out[i] = dev.to_host(part) if gpu is None else part if gpu == run.device else dev.peer_copy(part, run.device, gpu)
+            else:
+                segments.append((i, run, lo * rb, (hi - lo) * rb, total))
+                total += (hi - lo) * rb
+        if segments:
+            starts = [s[4] for s in segments]
+
+            def fill(buf, off):
+                end = off + len(buf)
+                k = bisect.bisect_right(starts, off) - 1
+                while k < len(segments) and segments[k][4] < end:
+                    _, run, first, size, at = segments[k]
+                    a, b = max(off, at), min(end, at + size)
+                    if a < b:
+                        dst = buf[a - off : b - off]
+                        if run.tier == "host":
+                            np.copyto(dst, self._data[run.index].reshape(-1)[first + a - at : first + b - at])
+                        else:
+                            with open(run.path, "rb", buffering=0) as f:
+                                pread_into(f.fileno(), dst, first + a - at)
+                    k += 1
+
+            flat = dev.upload(total, fill, gpu)
+            for i, run, first, size, at in segments:
+                out[i] = flat[at : at + size].reshape(size // rb, rb)
+        return out
 
     # -- the end ---------------------------------------------------------------------------------
 
@@ -164,15 +186,6 @@ class RunStore:
         self._data.clear()
         self._used = {"host": 0}
         shutil.rmtree(self.config.directory, ignore_errors=True)
-
-
-def _peer_copy(src, src_gpu: int, dst_gpu: int):
-    import cupy
-
-    with cupy.cuda.Device(dst_gpu):
-        out = cupy.empty(src.shape, src.dtype)
-        cupy.cuda.runtime.memcpyPeer(out.data.ptr, dst_gpu, src.data.ptr, src_gpu, src.nbytes)
-    return out
 
 
 # -- the stores of this process ------------------------------------------------------------------
@@ -203,19 +216,31 @@ def drop(job: str, directory: str | None = None) -> None:
 # -- files ---------------------------------------------------------------------------------------
 
 
-def read_file(path, offset: int, rows: int, row_bytes: int, out=None) -> np.ndarray:
-    """``rows`` rows of ``row_bytes`` bytes at byte ``offset`` of ``path`` (into ``out``, a uint8
-    buffer of at least that size, where given), as ``(rows, row_bytes)`` uint8."""
-    nbytes = rows * row_bytes
-    buf = np.empty(nbytes, np.uint8) if out is None else out[:nbytes]
+def pread_into(fd: int, buf, offset: int) -> None:
+    """Fill ``buf`` (a writable uint8 buffer) from byte ``offset`` of open file ``fd``."""
+    view, done, n = memoryview(buf).cast("B"), 0, len(buf)
+    while done < n:
+        got = os.preadv(fd, [view[done:]], offset + done)
+        if got == 0:
+            raise OSError(f"unexpected end of file at byte {offset + done:,}")
+        done += got
+
+
+def pwrite_all(fd: int, buf, offset: int) -> None:
+    """Write all of ``buf`` at byte ``offset`` of open file ``fd``."""
+    view, done = memoryview(buf).cast("B"), 0
+    while done < len(view):
+        done += os.pwrite(fd, view[done:], offset + done)
+
+
+def read_file(path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
+    """``rows`` rows of ``row_bytes`` bytes at byte ``offset`` of ``path``, as ``(rows, row_bytes)`` uint8."""
+    buf = np.empty(rows * row_bytes, np.uint8)
     fd = os.open(path, os.O_RDONLY)
     try:
-        view, done = memoryview(buf), 0
-        while done < nbytes:
-            got = os.preadv(fd, [view[done:]], offset + done)
-            if got == 0:
-                raise OSError(f"{path}: unexpected end of file at byte {offset + done:,}")
-            done += got
+        pread_into(fd, buf, offset)
+    except OSError as e:
+        raise OSError(f"{path}: {e}") from None
     finally:
         os.close(fd)
     return buf.reshape(rows, row_bytes)

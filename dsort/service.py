@@ -38,7 +38,7 @@ from . import check as C
 from .io.errors import InputError
 
 MIN_BLOCK = 1 << 20  # bytes: below this a task's fixed costs dominate
-CPU_BLOCK = 32 << 20  # block and range size caps: CPU caches and the merge fan-in favour these
+CPU_BLOCK = 16 << 20  # block and range size caps: CPU caches and the merge fan-in favour these
 GPU_BLOCK = 128 << 20
 GPU_THREADS = 6  # threads per GPU: enough to overlap reads, copies, kernels and writes
 
@@ -164,26 +164,29 @@ def _fmt(n) -> str:
     return format_bytes(int(n))
 
 
-def sizes(res: Resources, row_bytes: int, chunk_size: int | None, what: str = "--memory-limit"):
-    """``(rows per block, rows per output range, host bytes for runs, device bytes for runs)``."""
-    per_thread = res.host_budget // 2 // res.threads
+def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
+    """``(rows per block, rows per output range, host bytes for runs, device bytes for runs, GPU
+    tasks at once per GPU)`` from the budgets: half of each holds runs, the other half the tasks
+    at work (a task needs about three times its block: the rows, their sorted copy, keys and
+    positions). On a GPU, fewer tasks at once when its budget is small, so blocks stay large."""
+    gpu_tasks = 0
     if res.gpus:
-        per_gpu_threads = -(-res.threads // len(res.gpus))
-        block = min(GPU_BLOCK, res.device_budget // 2 // per_gpu_threads // 3, per_thread // 2)
+        work = res.device_budget // 2
+        gpu_tasks = max(1, min(GPU_THREADS, -(-res.threads // len(res.gpus)), work // 3 // (64 << 20)))
+        block = min(GPU_BLOCK, work // gpu_tasks // 3)
+        smallest = ("--device-memory-limit", MIN_BLOCK * 3 * 2 * gpu_tasks, "per GPU")
     else:
-        block = min(CPU_BLOCK, per_thread // 3)
+        block = min(CPU_BLOCK, res.host_budget // 2 // res.threads // 3)
+        smallest = ("--memory-limit", MIN_BLOCK * 3 * 2 * res.threads, f"in all for {res.threads} threads")
     if chunk_size:
         block = int(chunk_size)
-    if block < max(MIN_BLOCK, row_bytes) and not chunk_size:
-        need = max(MIN_BLOCK, row_bytes) * 3 * 2 * res.threads
-        if res.gpus and res.device_budget // 2 // -(-res.threads // len(res.gpus)) // 3 < MIN_BLOCK:
-            raise LimitError(f"--device-memory-limit {_fmt(res.device_budget)} is too small for {res.threads} threads to sort "
-                             f"blocks of at least {_fmt(MIN_BLOCK)}; the smallest workable value is "
-                             f"{_fmt(MIN_BLOCK * 6 * -(-res.threads // len(res.gpus)))}")
-        raise LimitError(f"{what}: {_fmt(res.host_budget)} in all is too small for {res.threads} threads to sort blocks of "
-                         f"at least {_fmt(MIN_BLOCK)}; the smallest workable total is {_fmt(need)}")
+    elif block < max(MIN_BLOCK, row_bytes):
+        option, need, per = smallest
+        have = res.device_budget if res.gpus else res.host_budget
+        raise LimitError(f"{option}: {_fmt(have)} is too small to sort blocks of at least {_fmt(MIN_BLOCK)}; "
+                         f"the smallest workable total is {_fmt(need)} {per}")
     rows = max(1, block // row_bytes)
-    return rows, rows, res.host_budget // 2, res.device_budget // 2 if res.gpus else 0
+    return rows, rows, res.host_budget // 2, res.device_budget // 2 if res.gpus else 0, gpu_tasks
 
 
 # -- progress -------------------------------------------------------------------------------------
@@ -349,6 +352,7 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
+    t0 = (t0, time.perf_counter())  # start, validated
     if client is None and scheduler:
         from distributed import Client
 
@@ -398,7 +402,10 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
         gpu = not cpu and all(client.run(has_gpu).values())
         res = Resources(sum(w["nthreads"] for w in info), mem * len(info), (0,) if gpu else (), 8 << 30 if gpu else 0,
                         f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads")
-    rows_per_block, rows_per_range, host_runs, device_runs = sizes(res, layout.row_bytes, chunk_size)
+    t0, t_valid = t0
+    t_res = time.perf_counter()
+    phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
+    rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size)
     job_id = uuid.uuid4().hex[:12]
     base = Path(local_directory).absolute() if local_directory else out.parent
     made = [] if base.is_dir() else _make_dirs(base)
@@ -409,9 +416,10 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     blocks = F.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = F.plan_ranges(n, rows_per_range)
     print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
+    at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
     print(f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, "
-          f"{len(ranges)} output ranges", file=stream)
-    phases, stages, tiers = {}, {}, {}
+          f"{len(ranges)} output ranges{at_once}", file=stream)
+    stages, tiers = {}, {}
     with io.staged(out, overwrite=overwrite) as tmp:
         try:
             out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else _allocate(tmp, nbytes)
@@ -419,14 +427,15 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
             if n:
                 spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1))
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
-                job = F.Job(job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, descending)
+                job = F.Job(job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending)
                 dsk, run_keys, merge_keys = F.graph(job)
+                phases["allocate"] = time.perf_counter() - t_res
                 bar = Progress({"run": len(run_keys), "cuts": 1, "merge": len(merge_keys)}, stream) if progress else None
                 if client is None:
                     with bar if bar is not None else _Null():
                         run_results, merge_results = _compute_threads(dsk, [run_keys, merge_keys], res.threads, bar, F.phase_of)
                     if bar is not None:
-                        phases = {p: s[1] - s[0] for p, s in bar.spans.items()}
+                        phases.update({p: s[1] - s[0] for p, s in bar.spans.items()})
                 else:
                     run_results, merge_results = _compute_client(client, dsk, [run_keys, merge_keys], progress)
                 for run, _, times in run_results:
@@ -517,6 +526,7 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
     from . import io
     from .io import parquet
 
+    t0 = t0[0]
     res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True) if client is None else None
     where = res.described if res else f"the cluster at {client.scheduler.address}"
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:

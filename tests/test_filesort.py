@@ -16,7 +16,7 @@ from .conftest import HAS_GPU
 ENGINES = [pytest.param("cpu", id="cpu"),
            pytest.param("gpu", id="gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")])]
 # (memory_limit, device_memory_limit): where the runs go
-TIERS = {"memory": ("auto", None), "host": ("auto", "1kB"), "disk": ("2kB", "1kB")}
+TIERS = {"memory": ("auto", None), "host": ("auto", "1B"), "disk": ("2kB", "1B")}
 
 
 def _sort(src, out, engine, tier, chunk, **kw):

@@ -319,3 +319,18 @@ def test_deploy_compose_file_parses():
     assert services["worker"]["command"][:4] == ["dask", "cuda", "worker", "tcp://scheduler:8786"]
     assert services["worker"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert all("data:/data" in s["volumes"] for s in services.values())
+
+
+@pytest.mark.parametrize("width", [1, 7, 8, 9, 10, 16, 23])
+def test_byte_keys_as_words_order_like_memcmp(rng, width):
+    """The GPU's order check of byte keys (eight bytes at a time) agrees with memcmp."""
+    from dsort import check as C
+
+    a = rng.integers(0, 3, (5000, width), dtype=np.uint8)
+    b = rng.integers(0, 3, (5000, width), dtype=np.uint8)
+    wrong, equal = np.zeros(len(a), bool), np.ones(len(a), bool)
+    for wa, wb in zip(C._words(a), C._words(b)):
+        wrong |= equal & (wb < wa)
+        equal &= wa == wb
+    expected = [(bytes(y) < bytes(x), bytes(x) == bytes(y)) for x, y in zip(a, b)]
+    assert wrong.tolist() == [e[0] for e in expected] and equal.tolist() == [e[1] for e in expected]

@@ -131,42 +131,97 @@ def to_host(x) -> np.ndarray:
     return out
 
 
+def peer_copy(x, src: int, dst: int):
+    """A copy of device array ``x`` (contiguous, on GPU ``src``) on GPU ``dst``."""
+    import cupy
+
+    with cupy.cuda.Device(dst):
+        out = cupy.empty(x.shape, x.dtype)
+        cupy.cuda.runtime.memcpyPeer(out.data.ptr, dst, x.data.ptr, src, x.nbytes)
+    return out
+
+
+PIECE = 8 << 20  # bytes per staging piece: big enough for full-speed copies, small enough to pin cheaply
+
+
 class Staging:
-    """Page-locked host buffers for one device, reused: :meth:`buffer` lends one of at least
-    ``nbytes`` (a NumPy ``uint8`` array over pinned memory) and takes it back when the block ends.
-    At most one buffer per concurrent borrower is ever allocated."""
+    """Page-locked host buffers of :data:`PIECE` bytes for one device, reused: a thread borrows
+    two (:meth:`pieces`) and streams any amount of data through them, one piece filling while
+    the other is being copied. Only as many buffers are ever allocated as are in use at once."""
 
     def __init__(self):
         self._free: list = []
         self._lock = threading.Lock()
 
     @contextlib.contextmanager
-    def buffer(self, nbytes: int):
+    def pieces(self, k: int = 2):
         import cupy
 
-        nbytes = max(int(nbytes), 1)
         with self._lock:
-            fits = [b for b in self._free if b[1].nbytes >= nbytes]
-            item = min(fits, key=lambda b: b[1].nbytes) if fits else None
-            if item is not None:
-                self._free.remove(item)
-        if item is None:
-            mem = cupy.cuda.alloc_pinned_memory(nbytes)
-            item = (mem, np.frombuffer(mem, np.uint8, nbytes))
+            got = [self._free.pop() for _ in range(min(k, len(self._free)))]
+        while len(got) < k:
+            mem = cupy.cuda.alloc_pinned_memory(PIECE)
+            got.append((mem, np.frombuffer(mem, np.uint8, PIECE)))
         try:
-            yield item[1][:nbytes]
+            yield [b for _, b in got]
         finally:
             with self._lock:
-                self._free.append(item)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._free.clear()
+                self._free.extend(got)
 
 
 _staging: dict = {}
+_staging_lock = threading.Lock()
 
 
 def staging(device: int = 0) -> Staging:
     """The staging buffers of CUDA device ``device`` (one pool per device, per process)."""
-    return _staging.setdefault(device, Staging())
+    with _staging_lock:
+        return _staging.setdefault(device, Staging())
+
+
+def upload(nbytes: int, fill, device: int):
+    """A new device array of ``nbytes`` bytes (uint8, on ``device``, the current one) whose
+    content ``fill(buffer, offset)`` writes piece by piece into page-locked buffers: a file read,
+    a copy from host memory. Double-buffered: the next piece fills while the last one copies."""
+    import cupy
+
+    out = cupy.empty(nbytes, np.uint8)
+    stream = cupy.cuda.get_current_stream()
+    with staging(device).pieces(2) as bufs:
+        done = [None, None]
+        for k, off in enumerate(range(0, nbytes, PIECE)):
+            b, n = k % 2, min(PIECE, nbytes - off)
+            if done[b] is not None:
+                done[b].synchronize()  # its last copy has left the buffer
+            fill(bufs[b][:n], off)
+            out[off : off + n].set(bufs[b][:n], stream=stream)
+            done[b] = stream.record()
+        stream.synchronize()
+    return out
+
+
+def download(x, sink, device: int) -> None:
+    """Hand the bytes of device array ``x`` to ``sink(buffer, offset)`` piece by piece (a file
+    write, say), copied through page-locked buffers; the next piece copies while one is sunk."""
+    import cupy
+
+    flat = cupy.ascontiguousarray(x).reshape(-1).view(np.uint8)
+    nbytes = flat.size
+    stream = cupy.cuda.get_current_stream()
+    offsets = list(range(0, nbytes, PIECE))
+    with staging(device).pieces(2) as bufs:
+        events = [None, None]
+
+        def start(k):
+            off = offsets[k]
+            n = min(PIECE, nbytes - off)
+            flat[off : off + n].get(stream=stream, out=bufs[k % 2][:n], blocking=False)
+            events[k % 2] = stream.record()
+
+        if offsets:
+            start(0)
+        for k, off in enumerate(offsets):
+            if k + 1 < len(offsets):
+                start(k + 1)
+            events[k % 2].synchronize()
+            sink(bufs[k % 2][: min(PIECE, nbytes - off)], off)
