@@ -305,7 +305,7 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
     """Check INPUT and OUTPUT before any work: ``(format, files, OUTPUT path)``; :class:`InputError`
     names the problem."""
     from . import io
-    from .io import npy, parquet, records
+    from .io import npy, records
 
     fmt, files, dirs = io.discover(input, format)
     if fmt != "parquet" and by:
@@ -319,6 +319,8 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
     elif fmt == "npy":
         npy.inspect(files)
     else:
+        from .io import parquet
+
         parquet.check_columns(by, parquet.row_groups(files)[2], input)
     return fmt, files, out
 
@@ -344,8 +346,6 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     Raises :class:`~dsort.io.InputError` (bad input or limits, before any work where it can be
     checked) or :class:`CheckFailed` (output count, checksum or order wrong: nothing at OUTPUT).
     """
-    from . import io
-
     stream = stream or sys.stdout
     t0 = time.perf_counter()
     startup = _process_age()

@@ -64,8 +64,10 @@ def launch(kern, grid: int, block: int, args, smem: int = 0) -> None:
     if grid <= 0:
         return
     if smem > 48 * 1024 and (id(kern), smem) not in _raised:
-        kern.max_dynamic_shared_size_bytes = smem  # opt in to the large carve-out
-        _raised.add((id(kern), smem))
+        with _build_lock:  # threads launching one kernel: opt in once, before any of them launches
+            if (id(kern), smem) not in _raised:
+                kern.max_dynamic_shared_size_bytes = max(smem, getattr(kern, "max_dynamic_shared_size_bytes", 0) or 0)
+                _raised.add((id(kern), smem))
     kern((int(grid),), (int(block),), args, shared_mem=int(smem))
 
 

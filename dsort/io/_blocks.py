@@ -10,9 +10,6 @@ import os
 from pathlib import Path
 
 import numpy as np
-from dask.array import Array
-from dask.base import tokenize
-from dask.highlevelgraph import HighLevelGraph
 
 
 def plan_blocks(lengths, rows_per_block: int):
@@ -32,8 +29,12 @@ def read_rows(path: str, offset: int, rows: int, row_shape: tuple, dtype: str):
     return block
 
 
-def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_block: int) -> Array:
+def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_block: int):
     """One dask array over the rows of several files (concatenated), one task per block."""
+    from dask.array import Array
+    from dask.base import tokenize
+    from dask.highlevelgraph import HighLevelGraph
+
     dtype = np.dtype(dtype)
     blocks = plan_blocks(lengths, rows_per_block)
     name = f"{name}-{tokenize(name, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)}"
@@ -48,15 +49,6 @@ def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype,
         dsk = {(name, 0, *tail): (np.empty, (0, *row_shape), dtype.str)}
     graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
     return Array(graph, name, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
-
-
-def to_host(x):
-    """A NumPy array of ``x`` (a CuPy array is copied to the host: :mod:`dsort.engine.device`)."""
-    if isinstance(x, np.ndarray) or not hasattr(x, "get"):
-        return np.asarray(x)
-    from ..engine import device
-
-    return device.to_host(x)
 
 
 def write_at(path, offset: int, data: np.ndarray) -> None:

@@ -8,8 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import check as C
-from ._blocks import allocate, file_array, plan_blocks, read_rows, to_host, write_at
-from ._job import SortJob, each, per_block
+from ._blocks import allocate, file_array, plan_blocks, read_rows
 from .errors import InputError
 
 _KINDS = "biuf"
@@ -67,41 +66,6 @@ def create(path: Path, dtype, n: int) -> int:
         offset = f.tell()
     allocate(path, offset + n * np.dtype(dtype).itemsize)
     return offset
-
-
-def _tally(block) -> C.Summary:
-    crc = C.crc32_rows(C.as_rows(block))
-    return C.Summary(records=len(block), checksum=C.exact_sum(crc), bytes=block.nbytes)
-
-
-def _write(block, path, offset, descending):
-    s = C.summarize(block, descending=descending)
-    write_at(path, offset, to_host(block))
-    return s
-
-
-def sort_job(files, tmp: Path, *, rows_per_block: int, descending: bool, to_device=None) -> SortJob:
-    """Tasks that sort the elements of ``files`` into the ``.npy`` file ``tmp`` (created here).
-
-    Order: by value, NaN last in both directions, stable (see :mod:`dsort.engine.keys`)."""
-    from dask.base import tokenize
-
-    from ..array import sort
-
-    dtype, lens, _ = inspect(files)
-    n = sum(lens)
-    start = create(tmp, dtype, n)
-    job = SortJob(records=n, nbytes=n * dtype.itemsize)
-    if n == 0:
-        return job
-    x = read(files, rows_per_block)
-    if to_device is not None:
-        x = x.map_blocks(to_device, dtype=x.dtype, name=f"dsort-to-device-{tokenize(x)}")
-    s = sort(x, descending=descending)
-    offsets = start + np.concatenate([[0], np.cumsum(s.chunks[0])[:-1]]) * dtype.itemsize
-    job.inputs = per_block("dsort-checksum-input", _tally, x.to_delayed(optimize_graph=False).ravel())
-    job.outputs = per_block("dsort-write", _write, s.to_delayed(optimize_graph=False).ravel(), str(tmp), each(offsets.tolist()), descending)
-    return job
 
 
 def _check_block(path, offset, rows, dtype, descending):
