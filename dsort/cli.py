@@ -1,8 +1,9 @@
 """The ``dsort`` command line (``python -m dsort`` too): ``gen``, ``sort``, ``check``, ``demo``.
 
 Exit status: 0 success; 1 a check failed (unsorted data, or a sort whose output's count or
-checksum differs from its input's); 2 bad input or usage; 130 interrupted. On any failure nothing
-is left at OUTPUT.
+checksum differs from its input's); 2 bad input, usage or limits, or a failure of the file system
+(full disk, permission); 130 interrupted (143 on SIGTERM). On any failure nothing is left at OUTPUT
+and no sorted runs are left behind.
 """
 
 from __future__ import annotations
@@ -292,8 +293,12 @@ def main(argv=None) -> int:
         print(f"dsort: FAILED: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("dsort: interrupted", file=sys.stderr)
+        print("dsort: interrupted; nothing was written at OUTPUT", file=sys.stderr)
         return 130
+    except OSError as e:  # a full disk, a file that vanished, a permission: one line, not a traceback
+        where = f": {e.filename}" if getattr(e, "filename", None) else ""
+        print(f"dsort: error: {e.strerror or e}{where}; nothing was written at OUTPUT", file=sys.stderr)
+        return 2
     except Exception as e:
         from distributed.scheduler import KilledWorker
 

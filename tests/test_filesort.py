@@ -115,3 +115,19 @@ def test_a_failing_merge_leaves_no_output_and_no_runs(tmp_path, monkeypatch):
     with pytest.raises(OSError, match="No space"):
         sort_files(src, tmp_path / "out.bin", cpu=True, memory_limit="4MB", chunk_size=200_000, progress=False)
     assert os.listdir(tmp_path) == ["in.bin"]
+
+
+def test_a_full_disk_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    from dsort import filesort
+    from dsort.cli import main
+
+    def full(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(filesort, "_write_at", full)
+    src = tmp_path / "in.bin"
+    gen.records(5000, src)
+    assert main(["sort", str(src), str(tmp_path / "out.bin"), "--cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "No space left on device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert os.listdir(tmp_path) == ["in.bin"]
