@@ -137,7 +137,10 @@ def peer_copy(x, src: int, dst: int):
 
     with cupy.cuda.Device(dst):
         out = cupy.empty(x.shape, x.dtype)
-        cupy.cuda.runtime.memcpyPeer(out.data.ptr, dst, x.data.ptr, src, x.nbytes)
+        # on the current stream of dst: kernels that read the copy come after it on that stream
+        # (a plain memcpyPeer runs on the legacy stream, which non-blocking streams do not wait for)
+        stream = cupy.cuda.get_current_stream()
+        cupy.cuda.runtime.memcpyPeerAsync(out.data.ptr, dst, x.data.ptr, src, x.nbytes, stream.ptr)
     return out
 
 
