@@ -28,18 +28,18 @@ SPILL_EARLY = {"distributed.worker.memory.target": 0.4, "distributed.worker.memo
 # Task names (less their "-<token>") → the phase they belong to; any other task is the sort's own.
 PHASES = {
     "dsort-read": "read",
-    "dsort-to-device": "read",
-    "dsort-keys": "read",
-    "dsort-payload": "read",
     "dsort-encode": "read",
     "dsort-checksum-input": "checksum",
+    "dsort-run": "run",
+    "dsort-cuts": "cuts",
+    "dsort-merge": "merge",
     "dsort-df-split": "gather",
     "dsort-df-gather": "gather",
     "dsort-df-assemble": "gather",
     "dsort-write": "write",
     "dsort-check": "check",
 }
-ORDER = ["read", "checksum", "sort", "gather", "write", "check"]
+ORDER = ["read", "checksum", "run", "cuts", "sort", "merge", "gather", "write", "check"]
 
 
 def make_phase_of():
@@ -260,9 +260,3 @@ def phase_times(records) -> dict:
             busy, lo, hi = acc.get(p, (0.0, float("inf"), float("-inf")))
             acc[p] = (busy + ss["stop"] - ss["start"], min(lo, ss["start"]), max(hi, ss["stop"]))
     return {p: (busy, hi - lo) for p, (busy, lo, hi) in acc.items()}
-
-
-def format_phases(phases: dict) -> str:
-    items = [(p, v) for p, v in phases.items() if not p.startswith("_")]
-    items.sort(key=lambda pv: ORDER.index(pv[0]) if pv[0] in ORDER else 99)
-    return ", ".join(f"{p} {busy:.2f} s busy / {span:.2f} s span" for p, (busy, span) in items)

@@ -131,3 +131,37 @@ def test_a_full_disk_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "No space left on device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert os.listdir(tmp_path) == ["in.bin"]
+
+
+def test_a_worker_killed_mid_job_costs_only_a_recomputation(tmp_path):
+    """On a cluster with nannies, a worker killed while the runs are being written: its tasks run
+    again elsewhere (runs are files every worker can read, rewritten whole), and the output is
+    the same stable sort, with no runs left."""
+    import signal
+    import threading
+    import time
+
+    from distributed import Client, LocalCluster
+
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    gen.records(300_000, src, skew=True)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
+        pids = list(client.run(os.getpid).values())
+        done = {}
+        t = threading.Thread(target=lambda: done.update(r=sort_files(src, out, client=client, chunk_size=30_000, progress=False,
+                                                                        stream=open(os.devnull, "w"))))
+        t.start()
+        deadline = time.time() + 60
+        while time.time() < deadline and t.is_alive():
+            runs = [p for p in tmp_path.glob(".out.bin.dsort-runs-*/run-*")]
+            if len(runs) >= 20:
+                os.kill(pids[0], signal.SIGKILL)
+                break
+            time.sleep(0.01)
+        killed = t.is_alive()
+        t.join(120)
+    assert killed, "the job ended before the worker could be killed: make it longer"
+    data = np.fromfile(src, np.uint8).reshape(-1, 100)
+    np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
+    assert done["r"].input_summary.checksum == done["r"].output_summary.checksum
+    assert sorted(os.listdir(tmp_path)) == ["in.bin", "out.bin"]
