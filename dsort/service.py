@@ -409,6 +409,8 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     job_id = uuid.uuid4().hex[:12]
     base = Path(local_directory).absolute() if local_directory else out.parent
     made = [] if base.is_dir() else _make_dirs(base)
+    if base != out.parent:
+        io.remove_leftovers(base, out.name)
     runs_dir = base / f".{out.name}.dsort-runs-{os.getpid()}-{job_id[:8]}"
     if client is not None:  # workers of a cluster keep runs on disk, where every worker can read them
         host_runs = device_runs = 0

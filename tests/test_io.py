@@ -334,3 +334,26 @@ def test_byte_keys_as_words_order_like_memcmp(rng, width):
         equal &= wa == wb
     expected = [(bytes(y) < bytes(x), bytes(x) == bytes(y)) for x, y in zip(a, b)]
     assert wrong.tolist() == [e[0] for e in expected] and equal.tolist() == [e[1] for e in expected]
+
+
+def test_leftovers_of_a_killed_run_are_removed_and_nothing_else(tmp_path, capsys):
+    """A run killed by SIGKILL leaves hidden names that carry its PID: the next run for the same
+    OUTPUT removes those whose process is gone, and says so; a live run's files and other files stay."""
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    names = {
+        f".out.bin.dsort-tmp-{dead.pid}-0123abcd": False,
+        f".out.bin.dsort-runs-{dead.pid}-0123abcd": False,
+        f".out.bin.dsort-tmp-{os.getpid()}-0123abcd": True,  # a run still going: kept
+        ".out.bin.dsort-tmp-notapid": True,
+        ".other.bin.dsort-tmp-1-0123abcd": True,
+        "out.bin": True,
+    }
+    for n in names:
+        (tmp_path / n).mkdir() if "runs" in n else (tmp_path / n).write_bytes(b"x")
+    with staged(tmp_path / "out.bin", overwrite=True) as tmp:
+        tmp.write_bytes(b"new")
+    assert sorted(os.listdir(tmp_path)) == sorted(n for n, keep in names.items() if keep)
+    assert capsys.readouterr().err.count("left by an earlier run") == 2

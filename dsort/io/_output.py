@@ -21,9 +21,11 @@ import contextlib
 import ctypes
 import errno
 import os
+import re
 import shutil
 import signal
 import stat
+import sys
 import uuid
 from pathlib import Path
 
@@ -89,6 +91,39 @@ def check_destination(output, inputs, *, overwrite: bool, input_dirs=()) -> Path
 def temporary_name(output: Path, kind: str = "tmp") -> Path:
     """A hidden name beside ``output`` that says who made it: ``.NAME.dsort-KIND-PID-RANDOM``."""
     return output.parent / f".{output.name}.dsort-{kind}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+_LEFTOVER = re.compile(r"\.dsort-(tmp|old|runs)-(\d+)-[0-9a-f]{8}$")
+
+
+def remove_leftovers(directory: Path, name: str, stream=None) -> list:
+    """Remove what an earlier dsort run for OUTPUT ``name`` left in ``directory`` when it was
+    killed (SIGKILL, a power cut): ``.NAME.dsort-tmp-PID-…`` outputs, ``-old-`` replaced outputs
+    and ``-runs-`` run directories whose process ``PID`` is gone. Says so in one line each."""
+    removed = []
+    prefix = f".{name}"
+    try:
+        entries = [e for e in os.scandir(directory) if e.name.startswith(prefix)]
+    except OSError:
+        return removed
+    for e in entries:
+        m = _LEFTOVER.search(e.name[len(prefix):])
+        if not m or not e.name[len(prefix):].startswith(".dsort-") or _alive(int(m.group(2))):
+            continue
+        _remove(Path(e.path))
+        removed.append(Path(e.path))
+        print(f"dsort: removed {e.path}, left by an earlier run (process {m.group(2)}) that did not finish", file=stream or sys.stderr)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _remove(path: Path) -> None:
@@ -187,6 +222,7 @@ def staged(output: Path, *, directory: bool = False, overwrite: bool = False):
     is kept and :class:`OutputExists` raised; with it, OUTPUT is replaced in one atomic exchange.
     """
     output = Path(output)
+    remove_leftovers(output.parent, output.name)
     tmp = temporary_name(output)
     if directory:
         tmp.mkdir()
