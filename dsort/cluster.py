@@ -89,7 +89,7 @@ def _gpu_available() -> bool:
 
 @contextlib.contextmanager
 def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
-            local_directory=None, dashboard_address=":0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False):
+            local_directory=None, dashboard_address="127.0.0.1:0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False):
     """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
     GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"`` (default) or
     ``"ucx"`` between an embedded cluster's workers (GPU workers only)."""

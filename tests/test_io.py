@@ -319,6 +319,8 @@ def test_deploy_compose_file_parses():
     assert services["worker"]["command"][:4] == ["dask", "cuda", "worker", "tcp://scheduler:8786"]
     assert services["worker"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert all("data:/data" in s["volumes"] for s in services.values())
+    published = [p for s in services.values() for p in s.get("ports", [])]
+    assert all(p.startswith("127.0.0.1:") for p in published) and not any("8786" in p for p in published)
 
 
 @pytest.mark.parametrize("width", [1, 7, 8, 9, 10, 16, 23])
