@@ -352,7 +352,7 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
-    t0 = (t0, time.perf_counter())  # start, validated
+    clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:
         from distributed import Client
 
@@ -366,16 +366,16 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     try:
         if fmt == "parquet":
             return _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit,
-                                 cpu, progress, stream, t0, startup)
+                                 cpu, progress, stream, clock, startup)
         return _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
-                           threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, t0, startup)
+                           threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, clock, startup)
     finally:
         if own_client is not None:
             own_client.close()
 
 
 def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
-                threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, t0, startup):
+                threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, clock, startup):
     from . import filesort as F
     from . import io, plan
     from . import runs as R
@@ -402,7 +402,7 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
         gpu = not cpu and all(client.run(has_gpu).values())
         res = Resources(sum(w["nthreads"] for w in info), mem * len(info), (0,) if gpu else (), 8 << 30 if gpu else 0,
                         f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads")
-    t0, t_valid = t0
+    t0, t_valid = clock
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
     rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size)
@@ -442,7 +442,6 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
                     run_results, merge_results = _compute_client(client, dsk, [run_keys, merge_keys], progress)
                 for run, _, times in run_results:
                     tiers[run.tier] = tiers.get(run.tier, 0) + 1
-                for _, _, times in run_results:
                     _add(stages, times)
                 for _, times in merge_results:
                     _add(stages, times)
@@ -520,7 +519,7 @@ class _Null:
 
 
 def _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit, cpu,
-                  progress, stream, t0, startup):
+                  progress, stream, clock, startup):
     """Parquet rows by columns: the dataframe sort (:func:`dsort.dataframe.sort_values`) over row
     groups, one part per row group, on the embedded threads or the cluster."""
     import dask
@@ -528,7 +527,7 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
     from . import io
     from .io import parquet
 
-    t0 = t0[0]
+    t0 = clock[0]
     res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True) if client is None else None
     where = res.described if res else f"the cluster at {client.scheduler.address}"
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
