@@ -195,6 +195,12 @@ def _demo(args) -> int:
     from . import gen
     from .service import format_report, sort_files
 
+    from .service import resources, sizes
+
+    sizes(resources(n_workers=args.n_workers, threads_per_worker=args.threads_per_worker, memory_limit=args.memory_limit,
+                    device_memory_limit=args.device_memory_limit, cpu=args.cpu), 100, args.chunk_size)  # limits first
+    if args.chunk_size is not None and args.chunk_size < 1:
+        raise InputError(f"--chunk-size must be at least 1 byte, got {args.chunk_size}")
     work = Path(tempfile.mkdtemp(prefix="dsort-demo-", dir=args.local_directory))
     try:
         src, dst = work / "input.bin", work / "sorted.bin"

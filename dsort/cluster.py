@@ -74,6 +74,36 @@ class Session:
         return f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit {mem} per worker{dev}"
 
 
+def open_client(address: str, timeout: float = 30.0):
+    """A ``distributed.Client`` of the scheduler at ``address``, or :class:`dsort.io.InputError`
+    within about ``timeout`` seconds: a malformed address, nothing listening, or something there
+    that is not a dask scheduler (which may never answer the handshake: the wait is bounded here)."""
+    import threading
+
+    from distributed import Client
+
+    from .io.errors import InputError
+
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    if scheme not in ("tcp", "tls", "inproc", "ucx", "ucxx") or (scheme != "inproc" and ":" not in address.split("://", 1)[-1]):
+        raise InputError(f"--scheduler {address}: not a scheduler address; give tcp://HOST:PORT (dask's default port is 8786)")
+    box = {}
+
+    def connect():
+        try:
+            box["client"] = Client(address, timeout=f"{timeout}s")
+        except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=connect, daemon=True, name="dsort-connect")
+    t.start()
+    t.join(timeout + 10)
+    if "client" in box:
+        return box["client"]
+    why = f": {box['error']}" if "error" in box else f": no dask scheduler answered in {timeout + 10:.0f} s"
+    raise InputError(f"cannot reach a dask scheduler at {address}{why}") from None
+
+
 def _gpu_available() -> bool:
     from .engine.device import has_gpu
 
@@ -99,7 +129,7 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
 
     with contextlib.ExitStack() as stack:
         if scheduler:
-            client = stack.enter_context(Client(scheduler, timeout="30s"))
+            client = stack.enter_context(open_client(scheduler))
             kind = scheduler
             gpu = all(client.run(has_gpu).values()) if client.scheduler_info()["workers"] else False
         else:

@@ -58,8 +58,11 @@ def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_s
 
 def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: int = 10, skew: bool = False, ascii: bool = False) -> Path:
     """Write ``n`` records to ``path`` (through a temporary name, renamed when complete)."""
+    from .io._output import remove_leftovers, temporary_name
+
     path = Path(path)
-    tmp = path.parent / f".{path.name}.dsort-tmp-{os.getpid()}"
+    remove_leftovers(path.parent, path.name)
+    tmp = temporary_name(path)
     try:
         with open(tmp, "wb") as f:
             for s in range(0, n, CHUNK):
@@ -102,8 +105,11 @@ def npy(n: int, path, *, dtype="int64", seed: int = 0, nan_fraction: float = 0.0
     from .io.npy import create
     from .io._blocks import write_at
 
+    from .io._output import remove_leftovers, temporary_name
+
     path = Path(path)
-    tmp = path.parent / f".{path.name}.dsort-tmp-{os.getpid()}"
+    remove_leftovers(path.parent, path.name)
+    tmp = temporary_name(path)
     try:
         start = create(tmp, dtype, n)
         size = np.dtype(dtype).itemsize

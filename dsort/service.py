@@ -41,6 +41,8 @@ MIN_BLOCK = 1 << 20  # bytes: below this a task's fixed costs dominate
 CPU_BLOCK = 16 << 20  # block and range size caps: CPU caches and the merge fan-in favour these
 GPU_BLOCK = 128 << 20
 GPU_THREADS = 6  # threads per GPU: enough to overlap reads, copies, kernels and writes
+MAX_RUNS = 1024  # runs of one merge pass: the cuts and every merge task look at each of them
+MAX_SLICES = 1 << 16  # runs x output ranges: each pair is a slice that some task reads
 
 
 class LimitError(InputError):
@@ -189,6 +191,32 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
     return rows, rows, res.host_budget // 2, res.device_budget // 2 if res.gpus else 0, gpu_tasks
 
 
+def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size, gpu_tasks: int):
+    """Blocks large enough that the input makes at most :data:`MAX_RUNS` runs (one merge pass),
+    and small enough that a task's three copies of one fit its share of the memory; else a
+    :class:`LimitError` that names the workable range."""
+    need = -(-n // MAX_RUNS) if n else 1
+    if gpu_tasks:
+        room = res.device_budget // 2 // gpu_tasks // 3
+    else:
+        room = res.host_budget // 2 // res.threads // 3
+    if rows < need:
+        if chunk_size:
+            raise LimitError(f"--chunk-size {_fmt(chunk_size)} would cut {_fmt(n * row_bytes)} into {-(-n // rows):,} runs; "
+                             f"dsort merges at most {MAX_RUNS:,} in one pass: the smallest workable --chunk-size here is "
+                             f"{_fmt(need * row_bytes)}")
+        rows = need
+    if rows * row_bytes > room and not chunk_size and rows == need:  # an explicit --chunk-size is the user's call
+        what = f"{_fmt(n * row_bytes)} of input in at most {MAX_RUNS:,} runs"
+        option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
+        raise LimitError(f"{what} needs blocks of {_fmt(rows * row_bytes)}, and a task holds about three of them: more than "
+                         f"{option} leaves each of {gpu_tasks or res.threads} tasks ({_fmt(room * 3)}); raise {option} or lower "
+                         "--threads-per-worker")
+    runs = max(1, -(-n // rows))
+    range_rows = max(rows, -(-n // max(1, MAX_SLICES // runs)))  # few runs x ranges: the per-slice costs stay small
+    return rows, max(rows, min(range_rows, room // row_bytes))
+
+
 # -- progress -------------------------------------------------------------------------------------
 
 
@@ -312,6 +340,10 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
         raise InputError(f"--by names Parquet columns; INPUT is {fmt}")
     if fmt == "parquet" and not by:
         raise InputError("sorting Parquet needs the sort columns: --by COL[,COL...]")
+    named = io.format_of(output)
+    if named and named != fmt:
+        raise InputError(f"OUTPUT {output} is named like {named} but INPUT is {fmt}, and dsort writes the input's format; "
+                         "choose a name that says so")
     out = io.check_destination(output, files, overwrite=overwrite, input_dirs=dirs)
     if fmt == "records":
         records.check_sizes(record_size, key_size)
@@ -354,13 +386,9 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
     clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:
-        from distributed import Client
+        from .cluster import open_client
 
-        try:
-            client = Client(scheduler, timeout="30s")
-        except OSError as e:
-            raise LimitError(f"cannot reach the scheduler at {scheduler}: {e}") from None
-        own_client = client
+        client = own_client = open_client(scheduler)
     else:
         own_client = None
     try:
@@ -406,6 +434,7 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
     rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size)
+    rows_per_block, rows_per_range = _bounded_fan_in(n, layout.row_bytes, rows_per_block, res, chunk_size, gpu_tasks)
     job_id = uuid.uuid4().hex[:12]
     base = Path(local_directory).absolute() if local_directory else out.parent
     made = [] if base.is_dir() else _make_dirs(base)

@@ -186,6 +186,7 @@ def _bad_inputs(tmp_path):
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "a.bin").write_bytes(bytes(100))
     (tmp_path / "exists.bin").write_bytes(b"keep")
+    (tmp_path / "big.bin").write_bytes(bytes(100 * 2000))
     (tmp_path / "important").mkdir()
     (tmp_path / "important" / "notes.txt").write_bytes(b"mine")
     (tmp_path / "mixed").mkdir()
@@ -211,6 +212,9 @@ def _bad_inputs(tmp_path):
         ([tmp_path / "t.parquet", tmp_path / "important", "--by", "a", "--overwrite"], "did not write"),
         ([tmp_path / "mixed", tmp_path / "out"], "npy: stray.npy; records: r.bin"),
         ([tmp_path / "mixed", tmp_path / "out", "--format", "records"], "several formats"),
+        ([tmp_path / "d" / "a.bin", tmp_path / "out.npy"], "named like npy but INPUT is records"),
+        ([tmp_path / "big.bin", tmp_path / "out", "--chunk-size", "1"], "smallest workable --chunk-size"),
+        ([tmp_path / "d" / "a.bin", tmp_path / "out", "--scheduler", "banana"], "not a scheduler address"),
     ]
 
 

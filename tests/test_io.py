@@ -152,6 +152,12 @@ def test_destination_rules(tmp_path):
         check_destination(tmp_path / "nodir" / "out.bin", [], overwrite=False)
 
 
+def _manifest(d, part="part-00000.parquet"):
+    import json
+
+    (d / MARKER).write_text(json.dumps({"format": "dsort-parquet", "parts": [{"path": part, "rows": 1}]}))
+
+
 def test_overwrite_replaces_only_files_and_dsort_directories(tmp_path):
     """An unrelated directory at OUTPUT is never deleted, --overwrite or not; one dsort wrote
     (its manifest inside) may be replaced, and is, in one exchange."""
@@ -163,12 +169,20 @@ def test_overwrite_replaces_only_files_and_dsort_directories(tmp_path):
             check_destination(important, [], overwrite=overwrite)
     ours = tmp_path / "sorted"
     ours.mkdir()
-    (ours / MARKER).write_text("{}")
     (ours / "part-00000.parquet").write_bytes(b"old")
+    for fake in ("{}", "not json", '{"format": "something else"}'):  # only a real manifest counts
+        (ours / MARKER).write_text(fake)
+        with pytest.raises(InputError, match="did not write"):
+            check_destination(ours, [], overwrite=True)
+    _manifest(ours)
+    (ours / "notes.txt").write_bytes(b"a user's file, put there later")
+    with pytest.raises(InputError, match=r"holds files dsort did not write \(notes.txt\)"):
+        check_destination(ours, [], overwrite=True)
+    (ours / "notes.txt").unlink()
     assert check_destination(ours, [], overwrite=True) == ours
     with staged(ours, directory=True, overwrite=True) as tmp:
         (tmp / "part-00000.parquet").write_bytes(b"new")
-        (tmp / MARKER).write_text("{}")
+        _manifest(tmp)
     assert (ours / "part-00000.parquet").read_bytes() == b"new"
     # the marker is checked again at the end: a directory swapped in meanwhile survives
     out = tmp_path / "late"
@@ -221,7 +235,7 @@ def test_a_directory_swap_never_leaves_output_missing(tmp_path, monkeypatch):
 
     out = tmp_path / "sorted"
     out.mkdir()
-    (out / MARKER).write_text("{}")
+    _manifest(out, "part")
     (out / "part").write_bytes(b"old")
     seen = []
 
@@ -233,7 +247,7 @@ def test_a_directory_swap_never_leaves_output_missing(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         with staged(out, directory=True, overwrite=True) as tmp:
             (tmp / "part").write_bytes(b"new")
-            (tmp / MARKER).write_text("{}")
+            _manifest(tmp, "part")
     assert seen and set(seen) == {b"new"} and (out / "part").read_bytes() == b"new"
 
 

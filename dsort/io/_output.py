@@ -39,8 +39,23 @@ class OutputExists(InputError):
     """OUTPUT appeared while the sort ran (another run wrote it): this run's result is dropped."""
 
 
+def _foreign_files(path: Path) -> list | None:
+    """None unless ``path`` is a directory dsort wrote: its manifest readable and naming itself
+    dsort's; else the names in it that the manifest does not list (an empty list: all are ours)."""
+    import json
+
+    try:
+        manifest = json.loads((path / MARKER).read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(manifest, dict) or manifest.get("format") != "dsort-parquet":
+        return None
+    ours = {MARKER, *(p.get("path") for p in manifest.get("parts", []) if isinstance(p, dict))}
+    return sorted(n for n in os.listdir(path) if n not in ours)
+
+
 def _written_by_dsort(path: Path) -> bool:
-    return (path / MARKER).is_file()
+    return _foreign_files(path) == []
 
 
 def _check_replaceable(out: Path, shown) -> None:
@@ -49,12 +64,13 @@ def _check_replaceable(out: Path, shown) -> None:
     if stat.S_ISREG(st.st_mode) or stat.S_ISLNK(st.st_mode):
         return
     if stat.S_ISDIR(st.st_mode):
-        if _written_by_dsort(out):
+        foreign = _foreign_files(out)
+        if foreign == []:
             return
-        raise InputError(
-            f"OUTPUT {shown} is a directory that dsort did not write (no {MARKER} inside); --overwrite replaces only "
-            "files and directories that dsort wrote. Remove it yourself, or choose another OUTPUT"
-        )
+        what = (f"holds files dsort did not write ({', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''})" if foreign
+                else f"is a directory that dsort did not write (no valid {MARKER} inside)")
+        raise InputError(f"OUTPUT {shown} {what}; --overwrite replaces only files and directories that dsort wrote, whole. "
+                         "Remove it yourself, or choose another OUTPUT")
     raise InputError(f"OUTPUT {shown} exists and is not a regular file or directory; dsort will not replace it")
 
 

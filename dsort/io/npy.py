@@ -20,8 +20,8 @@ def header(path) -> tuple[np.dtype, int, int]:
         m = np.load(path, mmap_mode="r")
         shape, dtype, offset = m.shape, m.dtype, getattr(m, "offset", None)
         del m
-    except (ValueError, OSError, SyntaxError, EOFError) as e:
-        raise InputError(f"{path}: not a readable .npy file ({e})") from None
+    except Exception as e:  # NumPy raises many types for a damaged header (ValueError, SyntaxError, TokenError...)
+        raise InputError(f"{path}: not a readable .npy file (damaged or not .npy: {type(e).__name__})") from None
     if offset is None:  # an empty array: NumPy maps nothing, so read the header's length
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)

@@ -169,6 +169,9 @@ def check_tasks(files, *, by=None, descending: bool = False, na_position: str = 
 
     if order and not by:
         by, ascending, na_position = order["by"], order["ascending"], order.get("na_position", "last")
+        if descending and not all(a is False for a in ascending):
+            raise InputError(f"--descending: this directory's {MANIFEST} says it was sorted by {', '.join(by)} ascending; "
+                             "drop --descending to check that order, or give --by to check another")
     elif by:
         ascending = [not descending] * len(by)
     else:
