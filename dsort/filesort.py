@@ -256,20 +256,5 @@ def phase_of(key) -> str:
 
 
 def plan_blocks(files, data_offsets, lengths, row_bytes: int, rows_per_block: int):
-    """Input blocks ``(path, byte offset, rows)``: every file cut into blocks of at most
-    ``rows_per_block`` rows (no block spans two files)."""
-    rows_per_block = max(int(rows_per_block), 1)
-    return tuple(
-        (str(f), int(o) + s * row_bytes, min(rows_per_block, n - s))
-        for f, o, n in zip(files, data_offsets, lengths)
-        for s in range(0, n, rows_per_block)
-    )
-
-
-def plan_ranges(n: int, rows_per_range: int) -> tuple:
-    """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
-    if n == 0:
-        return ()
-    k = -(-n // max(int(rows_per_range), 1))
-    base, extra = divmod(n, k)
-    return tuple(base + (1 if t < extra else 0) for t in range(k))
+    """Input blocks ``(path, byte offset, rows)`` of :func:`dsort.plan.blocks`."""
+    return tuple((str(files[f]), int(data_offsets[f]) + s * row_bytes, n) for f, s, n in plan.blocks(lengths, rows_per_block))

@@ -20,7 +20,6 @@ Graph building looks at chunk sizes only (they must be known); no task runs befo
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 
 import numpy as np

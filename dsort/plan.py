@@ -157,3 +157,18 @@ def interior_targets(chunk_sizes):
     """Target ranks of the boundaries between output chunks of the given sizes."""
     return np.cumsum(np.asarray(chunk_sizes, dtype=np.int64))[:-1]
 
+
+def blocks(lengths, rows_per_block: int):
+    """``[(file index, first row, rows)]`` covering files of ``lengths`` rows in blocks of at most
+    ``rows_per_block`` rows, no block across two files."""
+    rows_per_block = max(int(rows_per_block), 1)
+    return [(f, s, min(rows_per_block, n - s)) for f, n in enumerate(lengths) for s in range(0, n, rows_per_block)]
+
+
+def ranges(n: int, rows_per_range: int) -> tuple:
+    """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
+    if n == 0:
+        return ()
+    k = -(-n // max(int(rows_per_range), 1))
+    base, extra = divmod(n, k)
+    return tuple(base + (1 if t < extra else 0) for t in range(k))

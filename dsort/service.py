@@ -408,6 +408,7 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     from . import io, plan
     from . import runs as R
     from .io import npy, records
+    from .io._blocks import allocate
 
     if fmt == "records":
         layout = R.Layout(record_size, key_size)
@@ -445,7 +446,7 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
         host_runs = device_runs = 0
     store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs)
     blocks = F.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
-    ranges = F.plan_ranges(n, rows_per_range)
+    ranges = plan.ranges(n, rows_per_range)
     print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
     at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
     print(f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, "
@@ -453,7 +454,7 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     stages, tiers = {}, {}
     with io.staged(out, overwrite=overwrite) as tmp:
         try:
-            out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else _allocate(tmp, nbytes)
+            out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else allocate(tmp, nbytes) or 0
             ins = outs = C.Summary()
             if n:
                 spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1))
@@ -507,19 +508,6 @@ def _make_dirs(path: Path) -> list:
     if not os.access(path, os.W_OK | os.X_OK):
         raise InputError(f"--local-directory {path} is not writable")
     return list(reversed(missing))
-
-
-def _allocate(path: Path, size: int) -> int:
-    with open(path, "r+b" if path.exists() else "wb") as f:
-        try:
-            os.posix_fallocate(f.fileno(), 0, size) if size else None
-        except OSError as e:
-            import errno
-
-            if e.errno == errno.ENOSPC:
-                raise InputError(f"no space for OUTPUT: {_fmt(size)} needed in {path.parent}") from None
-            f.truncate(size)  # file systems without fallocate
-    return 0
 
 
 def _add(acc: dict, times: dict) -> None:

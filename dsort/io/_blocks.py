@@ -6,16 +6,15 @@ the same paths as the client (one machine, or a shared volume).
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import numpy as np
 
-
-def plan_blocks(lengths, rows_per_block: int):
-    """``[(file index, first row, rows)]`` covering files of ``lengths`` rows, no block across files."""
-    rows_per_block = max(int(rows_per_block), 1)
-    return [(f, s, min(rows_per_block, n - s)) for f, n in enumerate(lengths) for s in range(0, n, rows_per_block)]
+from .. import plan
+from ..runs import pwrite_all
+from .errors import InputError
 
 
 def read_rows(path: str, offset: int, rows: int, row_shape: tuple, dtype: str):
@@ -36,7 +35,7 @@ def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype,
     from dask.highlevelgraph import HighLevelGraph
 
     dtype = np.dtype(dtype)
-    blocks = plan_blocks(lengths, rows_per_block)
+    blocks = plan.blocks(lengths, rows_per_block)
     name = f"{name}-{tokenize(name, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)}"
     row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     tail = (0,) * len(row_shape)
@@ -53,24 +52,22 @@ def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype,
 
 def write_at(path, offset: int, data: np.ndarray) -> None:
     """Write ``data``'s bytes at ``offset`` of an existing file (parallel writers, disjoint ranges)."""
-    buf = memoryview(np.ascontiguousarray(data)).cast("B")
     fd = os.open(path, os.O_WRONLY)
     try:
-        done = 0
-        while done < len(buf):
-            done += os.pwrite(fd, buf[done:], offset + done)
+        pwrite_all(fd, np.ascontiguousarray(data).reshape(-1).view(np.uint8), offset)
     finally:
         os.close(fd)
 
 
 def allocate(path: Path, size: int) -> None:
-    """Create ``path`` with ``size`` bytes (sparse until written)."""
+    """Create ``path`` with ``size`` bytes, its blocks reserved where the file system can (so a
+    full disk shows now, not in the middle of the sort), else sparse."""
     with open(path, "r+b" if path.exists() else "wb") as f:
+        if size:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+                return
+            except OSError as e:
+                if e.errno == errno.ENOSPC:
+                    raise InputError(f"no space for OUTPUT: {size:,} bytes needed in {path.parent}") from None
         f.truncate(size)
-
-
-def to_device(x):
-    """``x`` on the worker's current GPU (a CuPy array; host arrays are copied page-locked)."""
-    from ..engine import device
-
-    return device.from_host(x)

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import check as C
-from ._blocks import allocate, file_array, plan_blocks, read_rows
+from .. import plan
+from ._blocks import allocate, file_array, read_rows
 from .errors import InputError
 
 _KINDS = "biuf"
@@ -80,5 +81,5 @@ def check_tasks(files, *, rows_per_block: int, descending: bool = False):
     name = f"dsort-check-{tokenize([str(f) for f in files], rows_per_block, descending)}"
     return [
         delayed(_check_block, pure=True)(str(files[f]), offsets[f] + s * dtype.itemsize, m, dtype.str, descending, dask_key_name=(name, i))
-        for i, (f, s, m) in enumerate(plan_blocks(lens, rows_per_block))
+        for i, (f, s, m) in enumerate(plan.blocks(lens, rows_per_block))
     ]

@@ -9,7 +9,8 @@ import os
 import numpy as np
 
 from .. import check as C
-from ._blocks import file_array, plan_blocks, read_rows
+from .. import plan
+from ._blocks import file_array, read_rows
 from .errors import InputError
 
 
@@ -51,7 +52,7 @@ def check_tasks(files, *, record_size: int, key_size: int, rows_per_block: int, 
     check_sizes(record_size, key_size)
     from dask.base import tokenize
 
-    blocks = plan_blocks(lengths(files, record_size), rows_per_block)
+    blocks = plan.blocks(lengths(files, record_size), rows_per_block)
     name = f"dsort-check-{tokenize([str(f) for f in files], record_size, key_size, rows_per_block, descending)}"
     return [
         delayed(_check_block, pure=True)(str(files[f]), s * record_size, m, record_size, key_size, descending, dask_key_name=(name, i))
