@@ -217,6 +217,24 @@ def _demo(args) -> int:
         shutil.rmtree(work, ignore_errors=True)
 
 
+# -- dsort build-kernels -------------------------------------------------------------------------
+
+
+def _build_kernels(args) -> int:
+    """Fill CuPy's kernel cache with every kernel dsort can launch, for the visible GPU's
+    architecture (once per machine or image, instead of compiling on first use)."""
+    from .engine import device
+
+    if not device.has_gpu():
+        raise InputError("no CUDA device is visible (or CuPy is missing): the kernels are built for the GPU they run on")
+    from .engine import _cuda, cupy_engine
+
+    t = time.perf_counter()
+    n = cupy_engine.compile_all(args.jobs)
+    print(f"built {n} kernels for {_cuda.arch()} in {time.perf_counter() - t:.1f} s into {_cuda.cache_dir()}")
+    return 0
+
+
 # -- the parser ----------------------------------------------------------------------------------
 
 
@@ -244,7 +262,7 @@ def _format_options(p, check=False):
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dsort", description="GPU-accelerated, out-of-core sorting on Dask")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{gen,sort,check,demo}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{gen,sort,check,demo,build-kernels}")
 
     g = sub.add_parser("gen", help="generate test data: Sort Benchmark records or a numeric .npy")
     gsub = g.add_subparsers(dest="what", required=True)
@@ -285,6 +303,10 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range")
     _cluster_options(d, embedded_only=True)
     d.set_defaults(func=_demo)
+
+    b = sub.add_parser("build-kernels", help="compile dsort's GPU kernels into CuPy's cache now (once per machine), not on first use")
+    b.add_argument("--jobs", type=_positive, help="compiler processes (default: one per core)")
+    b.set_defaults(func=_build_kernels)
     return p
 
 

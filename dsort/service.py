@@ -451,6 +451,8 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
     print(f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, "
           f"{len(ranges)} output ranges{at_once}", file=stream)
+    if res.gpus and client is None:
+        _first_use_notice(stream)
     stages, tiers = {}, {}
     with io.staged(out, overwrite=overwrite) as tmp:
         try:
@@ -491,6 +493,15 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
                     pass
     phases["publish"] = time.perf_counter() - t_pub
     return SortReport(str(input), out, fmt, n, nbytes, time.perf_counter() - t0, ins, outs, res.described, startup, phases, stages, tiers)
+
+
+def _first_use_notice(stream) -> None:
+    """Say so when this run compiles the GPU kernels (the first on a machine): it costs seconds."""
+    from .engine import _cuda
+
+    if not _cuda.kernels_built():
+        print(f"first use of dsort's kernels on this {_cuda.arch()} GPU: compiling what this sort needs (seconds, once; "
+              "`dsort build-kernels` builds them all ahead of time)", file=stream)
 
 
 def _make_dirs(path: Path) -> list:

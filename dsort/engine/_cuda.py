@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import threading
+from pathlib import Path
 
 import cupy
 import numpy as np
@@ -125,14 +127,38 @@ def _compile_one(spec):
     return len(names)
 
 
+def cache_dir() -> Path:
+    """CuPy's on-disk kernel cache (``CUPY_CACHE_DIR``, else ``~/.cupy/kernel_cache``)."""
+    return Path(os.environ.get("CUPY_CACHE_DIR") or Path.home() / ".cupy" / "kernel_cache")
+
+
+def arch() -> str:
+    """The current device's architecture as NVRTC names it, e.g. ``sm_90``."""
+    return f"sm_{cupy.cuda.Device().compute_capability}"
+
+
+def _built_marker() -> Path:
+    return cache_dir() / f"dsort-{_digest()}-{arch()}.built"
+
+
+def kernels_built() -> bool:
+    """True when :func:`compile_all` filled the cache with these kernel sources for this device's
+    architecture (so no run compiles on first use)."""
+    return _built_marker().is_file()
+
+
 def compile_all(specs, jobs: int | None = None) -> int:
     """Compile many modules in parallel processes into CuPy's on-disk cache (so that later
-    processes load binaries instead of compiling). Returns the number of kernels built."""
+    processes load binaries instead of compiling), then mark the cache as holding them for this
+    architecture. Returns the number of kernels built."""
     import concurrent.futures
     import multiprocessing
-    import os
 
     jobs = jobs or min(len(specs), os.cpu_count() or 1)
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        return sum(pool.map(_compile_one, specs))
+        built = sum(pool.map(_compile_one, specs))
+    marker = _built_marker()
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    marker.write_text(f"{built} kernels\n")
+    return built
