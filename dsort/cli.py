@@ -1,4 +1,4 @@
-"""The ``dsort`` command line (``python -m dsort`` too): ``gen``, ``sort``, ``check``, ``demo``.
+"""The ``dsort`` command line (``python -m dsort`` too): ``gen``, ``sort``, ``check``, ``demo``, ``tls``.
 
 Exit status: 0 success; 1 a check failed (unsorted data, or a sort whose output's count or
 checksum differs from its input's); 2 bad input, usage or limits, or a failure of the file system
@@ -72,6 +72,17 @@ def _columns(text: str) -> list[str]:
     return cols
 
 
+def _security(args):
+    """``--tls-ca-file``, ``--tls-cert``, ``--tls-key`` as a ``distributed.security.Security`` (None
+    without them): :func:`dsort.tls.security`."""
+    from .tls import security
+
+    sec = security(tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
+    if sec is not None and not args.scheduler:
+        raise InputError("the TLS options are for a running cluster: give its tls:// address with --scheduler")
+    return sec
+
+
 def _rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
     """Rows per block for ``dsort check``: ``--chunk-size`` bytes, else 64 MiB."""
     return max(int(chunk_size or 64 << 20) // max(row_bytes, 1), 1)
@@ -121,7 +132,7 @@ def _sort(args) -> int:
 
     report = sort_files(args.input, args.output, format=args.format, record_size=args.record_size, key_size=args.key_size,
                         by=args.by, descending=args.descending, overwrite=args.overwrite, scheduler=args.scheduler,
-                        **_service_kwargs(args))
+                        security=_security(args), **_service_kwargs(args))
     print(format_report(report))
     print(f"OK: wrote {report.output}")
     return 0
@@ -130,8 +141,10 @@ def _sort(args) -> int:
 # -- dsort check ---------------------------------------------------------------------------------
 
 
-def check_path(path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None) -> C.Summary:
-    """The :class:`~dsort.check.Summary` of the data at ``path`` (chunk by chunk, in parallel)."""
+def check_path(path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None,
+               security=None) -> C.Summary:
+    """The :class:`~dsort.check.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
+    the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
     import dask
 
     from . import io
@@ -149,7 +162,7 @@ def check_path(path, *, fmt=None, record_size=100, key_size=10, by=None, descend
     if scheduler:
         from .cluster import connect, run
 
-        with connect(scheduler, quiet=True) as session:
+        with connect(scheduler, quiet=True, security=security) as session:
             parts = run(session, tasks)[0] if tasks else []
     else:
         from dask.diagnostics import ProgressBar
@@ -182,7 +195,7 @@ def report_check(s: C.Summary, out=None) -> None:
 
 def _check(args) -> int:
     s = check_path(args.path, fmt=args.format, record_size=args.record_size, key_size=args.key_size, by=args.by,
-                   descending=args.descending, chunk_size=args.chunk_size, scheduler=args.scheduler)
+                   descending=args.descending, chunk_size=args.chunk_size, scheduler=args.scheduler, security=_security(args))
     report_check(s)
     return 0 if s.sorted else 1
 
@@ -235,14 +248,33 @@ def _build_kernels(args) -> int:
     return 0
 
 
+# -- dsort tls -------------------------------------------------------------------------------------
+
+
+def _tls(args) -> int:
+    from . import tls
+
+    ca, cert, key = tls.make(args.directory, days=args.days, overwrite=args.overwrite)
+    print(f"wrote {ca} (the deployment's CA), {cert} and {key} (every process's certificate and key), valid {args.days} days")
+    print(f"scheduler, workers and clients: --tls-ca-file {ca} --tls-cert {cert} --tls-key {key}; addresses tls://HOST:PORT")
+    return 0
+
+
 # -- the parser ----------------------------------------------------------------------------------
+
+
+def _scheduler_options(g, what="a running dask cluster's scheduler"):
+    g.add_argument("--scheduler", metavar="ADDRESS", help=f"{what}, e.g. tcp://scheduler:8786 or tls://scheduler:8786 "
+                   "(default: embedded, threads in this process)")
+    g.add_argument("--tls-ca-file", metavar="PATH", help="a tls:// scheduler: the deployment's CA certificate (dsort tls DIR makes a set)")
+    g.add_argument("--tls-cert", metavar="PATH", help="a tls:// scheduler: this client's certificate")
+    g.add_argument("--tls-key", metavar="PATH", help="a tls:// scheduler: this client's private key")
 
 
 def _cluster_options(p, embedded_only=False):
     g = p.add_argument_group("where it runs (dask's own option names)")
     if not embedded_only:
-        g.add_argument("--scheduler", metavar="ADDRESS", help="a running dask cluster's scheduler, e.g. tcp://scheduler:8786 "
-                       "(default: embedded, threads in this process on the visible GPUs or the CPU)")
+        _scheduler_options(g)
     g.add_argument("--cpu", action="store_true", help="sort on the CPU even where a GPU is visible")
     g.add_argument("--n-workers", type=_positive, help="workers: GPUs to use (default: all visible), or CPU workers")
     g.add_argument("--threads-per-worker", type=_positive, help="threads per worker")
@@ -262,7 +294,7 @@ def _format_options(p, check=False):
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="dsort", description="GPU-accelerated, out-of-core sorting on Dask")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{gen,sort,check,demo,build-kernels}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{gen,sort,check,demo,build-kernels,tls}")
 
     g = sub.add_parser("gen", help="generate test data: Sort Benchmark records or a numeric .npy")
     gsub = g.add_subparsers(dest="what", required=True)
@@ -294,7 +326,7 @@ def parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="verify order; report record count, checksum and duplicate keys (valsort)")
     c.add_argument("path", metavar="PATH")
     _format_options(c, check=True)
-    c.add_argument("--scheduler", metavar="ADDRESS", help="check on a running cluster (default: threads in this process)")
+    _scheduler_options(c.add_argument_group("where it runs (dask's own option names)"), "check on a running cluster")
     c.set_defaults(func=_check)
 
     d = sub.add_parser("demo", help="generate records, sort them (embedded, on the visible GPUs or the CPU), check them, print the summary")
@@ -307,6 +339,12 @@ def parser() -> argparse.ArgumentParser:
     b = sub.add_parser("build-kernels", help="compile dsort's GPU kernels into CuPy's cache now (once per machine), not on first use")
     b.add_argument("--jobs", type=_positive, help="compiler processes (default: one per core)")
     b.set_defaults(func=_build_kernels)
+
+    t = sub.add_parser("tls", help="make a TLS certificate set for one deployment: DIR/ca.pem, cert.pem, key.pem (openssl)")
+    t.add_argument("directory", metavar="DIR")
+    t.add_argument("--days", type=_positive, default=365, help="validity in days (default 365)")
+    t.add_argument("--overwrite", action="store_true", help="replace an existing set")
+    t.set_defaults(func=_tls)
     return p
 
 

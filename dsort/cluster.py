@@ -74,24 +74,35 @@ class Session:
         return f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit {mem} per worker{dev}"
 
 
-def open_client(address: str, timeout: float = 30.0):
+def open_client(address: str, timeout: float = 30.0, security=None):
     """A ``distributed.Client`` of the scheduler at ``address``, or :class:`dsort.io.InputError`
     within about ``timeout`` seconds: a malformed address, nothing listening, or something there
-    that is not a dask scheduler (which may never answer the handshake: the wait is bounded here)."""
+    that is not a dask scheduler (which may never answer the handshake: the wait is bounded here).
+    ``security``: for a ``tls://`` address, a ``distributed.security.Security`` or a directory
+    made by ``dsort tls`` (:func:`dsort.tls.security`); without it, dask's configuration must
+    name the certificates."""
     import threading
 
     from distributed import Client
+    from distributed.security import Security
 
     from .io.errors import InputError
+    from .tls import security as as_security
 
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
     if scheme not in ("tcp", "tls", "inproc", "ucx", "ucxx") or (scheme != "inproc" and ":" not in address.split("://", 1)[-1]):
         raise InputError(f"--scheduler {address}: not a scheduler address; give tcp://HOST:PORT (dask's default port is 8786)")
+    security = as_security(security)
+    if scheme == "tls" and not (security or Security()).tls_ca_file:
+        raise InputError(f"--scheduler {address}: a TLS scheduler needs the deployment's certificates: "
+                         "--tls-ca-file, --tls-cert, --tls-key (dsort tls DIR makes a set)")
+    if scheme != "tls" and security is not None:
+        raise InputError(f"--scheduler {address}: the TLS options are for a tls:// scheduler address")
     box = {}
 
     def connect():
         try:
-            box["client"] = Client(address, timeout=f"{timeout}s")
+            box["client"] = Client(address, timeout=f"{timeout}s", security=security)
         except BaseException as e:  # noqa: BLE001 - reported below, in the caller's thread
             box["error"] = e
 
@@ -119,17 +130,19 @@ def _gpu_available() -> bool:
 
 @contextlib.contextmanager
 def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
-            local_directory=None, dashboard_address="127.0.0.1:0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False):
+            local_directory=None, dashboard_address="127.0.0.1:0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False,
+            security=None):
     """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
     GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"`` (default) or
-    ``"ucx"`` between an embedded cluster's workers (GPU workers only)."""
+    ``"ucx"`` between an embedded cluster's workers (GPU workers only). ``security``: for a
+    ``tls://`` scheduler (:func:`open_client`)."""
     from distributed import Client, LocalCluster
 
     from .engine.device import gpu_count, has_gpu
 
     with contextlib.ExitStack() as stack:
         if scheduler:
-            client = stack.enter_context(open_client(scheduler))
+            client = stack.enter_context(open_client(scheduler, security=security))
             kind = scheduler
             gpu = all(client.run(has_gpu).values()) if client.scheduler_info()["workers"] else False
         else:

@@ -359,7 +359,7 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
 
 def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=None, descending=False, overwrite=False,
                chunk_size=None, scheduler=None, client=None, n_workers=None, threads_per_worker=None, memory_limit="auto",
-               device_memory_limit=None, local_directory=None, cpu=False, progress=True, stream=None) -> SortReport:
+               device_memory_limit=None, local_directory=None, cpu=False, security=None, progress=True, stream=None) -> SortReport:
     """Sort the rows of INPUT (a file, a directory or a glob of one format) into OUTPUT.
 
     ``format``: ``"records"``, ``"npy"`` or ``"parquet"`` (default: from the names). Records:
@@ -369,7 +369,9 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     their input order either way. ``overwrite``: replace an existing OUTPUT that is a file or a
     directory dsort wrote, once the new one is complete.
 
-    Where: ``scheduler``/``client`` for a running dask cluster; else embedded threads with
+    Where: ``scheduler``/``client`` for a running dask cluster (a ``tls://`` scheduler with
+    ``security``: a ``distributed.security.Security`` or a directory made by ``dsort tls``); else
+    embedded threads with
     ``n_workers``, ``threads_per_worker``, ``memory_limit`` (per worker), ``device_memory_limit``
     (per GPU; bytes or a fraction), ``cpu`` (no GPU). ``local_directory``: where runs that do not
     fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per block and output range
@@ -388,7 +390,7 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     if client is None and scheduler:
         from .cluster import open_client
 
-        client = own_client = open_client(scheduler)
+        client = own_client = open_client(scheduler, security=security)
     else:
         own_client = None
     try:
