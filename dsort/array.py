@@ -33,42 +33,80 @@ from .engine import keys as K
 from .graph import DEVICES, STRATEGIES, sort_graph
 
 
-def sort(x, *, descending=False, na_position="last", strategy="auto", device=None):
+def sort(x, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"):
     """Stable sort of dask array ``x`` (1-D, or 2-D ``uint8`` byte rows)."""
     x = _check_keys(x)
-    _check_options(na_position, strategy, device)
-    ((graph, name),) = sort_graph(x, descending=descending, na_position=na_position, strategy=strategy, device=device)
+    opts = _options(x, None, na_position, strategy, device, local_directory, memory_limit)
+    ((graph, name),) = sort_graph(x, descending=descending, na_position=na_position, device=device, **opts)
     return da.Array(graph, name, x.chunks, meta=x._meta)
 
 
-def argsort(x, *, descending=False, na_position="last", strategy="auto", device=None):
+def argsort(x, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"):
     """int64 positions into ``x`` that sort it stably: ``x[argsort(x)]`` equals ``sort(x)``."""
     x = _check_keys(x)
-    _check_options(na_position, strategy, device)
-    _, (graph, name) = sort_graph(x, positions=True, descending=descending, na_position=na_position, strategy=strategy, device=device)
+    opts = _options(x, np.dtype(np.int64), na_position, strategy, device, local_directory, memory_limit)
+    _, (graph, name) = sort_graph(x, positions=True, descending=descending, na_position=na_position, device=device, **opts)
     return da.Array(graph, name, (x.chunks[0],), meta=meta_from_array(x._meta, ndim=1, dtype=np.int64))
 
 
-def sort_by_key(keys, values, *, descending=False, na_position="last", strategy="auto", device=None):
+def sort_by_key(keys, values, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None,
+                memory_limit="auto"):
     """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys, values_in_key_order)``.
 
     ``values`` is a dask array with one row per key (any dtype, trailing dimensions allowed, e.g.
     ``(n, 90)`` uint8 payloads); it is rechunked to the keys' chunks when they differ.
     """
     keys = _check_keys(keys)
-    _check_options(na_position, strategy, device)
     values = _check_values(keys, values)
-    (kg, kname), (vg, vname) = sort_graph(keys, values, descending=descending, na_position=na_position, strategy=strategy, device=device)
+    opts = _options(keys, values, na_position, strategy, device, local_directory, memory_limit)
+    (kg, kname), (vg, vname) = sort_graph(keys, values, descending=descending, na_position=na_position, device=device, **opts)
     out_values = da.Array(vg, vname, (keys.chunks[0],) + values.chunks[1:], meta=values._meta)
     return da.Array(kg, kname, keys.chunks, meta=keys._meta), out_values
 
 
-def _check_options(na_position, strategy, device=None):
+def _options(keys, values, na_position, strategy, device, local_directory, memory_limit) -> dict:
+    """Checked options, and the strategy ``"auto"`` stands for: ``"external"`` for NumPy chunks
+    bigger than a quarter of the memory the sort runs in (keys, values and their sorted copies
+    would not fit), else the in-memory graph's own choice."""
     K.check_na_position(na_position)
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if device not in DEVICES:
         raise ValueError(f"device must be None (each chunk's own engine) or 'gpu', got {device!r}")
+    one_process, memory = _where()
+    if strategy == "auto" and isinstance(keys._meta, np.ndarray):
+        nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))
+        if nbytes > memory // 4:
+            strategy = "external"
+    budget = 0
+    if strategy == "external" and one_process:
+        from .service import parse_size
+
+        budget = 0 if memory_limit == 0 else parse_size(memory_limit, memory, "memory_limit")  # 0: runs on disk only
+        budget = memory // 4 if budget is None else budget
+    return dict(strategy=strategy, local_directory=local_directory, host_budget=budget)
+
+
+def _where() -> tuple[bool, int]:
+    """``(one process, bytes of memory)``: whether the graph will run in this process (dask's
+    threaded or synchronous scheduler; runs may then stay in its memory), and the memory there
+    (the available memory, or the distributed workers' limits together)."""
+    import dask
+    import psutil
+
+    available = psutil.virtual_memory().available
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler in ("threads", "threading", "sync", "synchronous", "single-threaded"):
+        return True, available
+    if scheduler in ("processes", "multiprocessing"):
+        return False, available
+    try:
+        from distributed import default_client
+
+        workers = default_client().scheduler_info()["workers"].values()
+    except (ImportError, ValueError):
+        return True, available
+    return False, sum(w.get("memory_limit") or available for w in workers) or available
 
 
 def _chunk_type(x, what):

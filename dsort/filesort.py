@@ -135,29 +135,44 @@ def run_task(job: Job, i: int):
         summary = C.Summary(records=n, checksum=C.exact_sum(C.crc32_rows(rows)), bytes=n * lay.row_bytes)
         _sync(gpu)
         watch.lap("checksum")
-        keys = lay.keys(rows)
-        e = engines.get(keys)
-        if lay.payload:
-            perm = e.argsort(keys, descending=job.descending, na_position=job.na_position)
-            rows = engines.take_rows(rows, perm)
-            sample = engines.take_rows(keys, perm[:: job.spacing])
-        else:
-            keys = e.sort(keys, descending=job.descending, na_position=job.na_position)
-            rows = keys if lay.dtype is None else lay.rows_of(keys)
-            sample = keys[:: job.spacing]
-        sample = dev.to_host(sample)
-        _sync(gpu)
-        watch.lap("sort")
-        run = R.store(job.store).put(i, rows, sample=sample)
-        _sync(gpu)
-        watch.lap("keep run" if run.tier != "disk" else "write run")
+        run = sort_and_keep(job, i, rows, watch, gpu)
     return run, summary, watch.times
 
 
+def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
+    """Sort block ``i``'s ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) by their keys (with
+    a payload: the keys with their positions, then every row moved once) and keep them as run
+    ``i`` in the job's store. ``job``: anything with ``layout``, ``spacing``, ``store``,
+    ``descending`` and ``na_position``."""
+    lay = job.layout
+    keys = lay.keys(rows)
+    e = engines.get(keys)
+    if lay.payload:
+        perm = e.argsort(keys, descending=job.descending, na_position=job.na_position)
+        rows = engines.take_rows(rows, perm)
+        sample = engines.take_rows(keys, perm[:: job.spacing])
+    else:
+        keys = e.sort(keys, descending=job.descending, na_position=job.na_position)
+        rows = keys if lay.dtype is None else lay.rows_of(keys)
+        sample = keys[:: job.spacing]
+    sample = dev.to_host(sample)
+    _sync(gpu)
+    watch.lap("sort")
+    run = R.store(job.store).put(i, rows, sample=sample)
+    _sync(gpu)
+    watch.lap("keep run" if run.tier != "disk" else "write run")
+    return run
+
+
 def cuts_task(job: Job, results):
+    """:func:`cut_runs` of the runs of the run tasks' ``results``."""
+    return cut_runs(job, [r[0] for r in results])
+
+
+def cut_runs(job, runs):
     """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
-    the runs' handles without their samples (what the merges need)."""
-    runs = [r[0] for r in results]
+    the runs' handles without their samples (what the merges need). ``job``: anything with
+    ``range_rows``, ``spacing``, ``layout``, ``store``, ``descending`` and ``na_position``."""
     sizes = [r.rows for r in runs]
     targets = plan.interior_targets(job.range_rows)
     store = R.store(job.store)
@@ -182,30 +197,42 @@ def _keys_at(store, layout, run, lo, hi):
 def merge_task(job: Job, cut, t: int):
     """Merge output range ``t`` from its slices of all runs and write it in place:
     ``(output Summary, stage times)``."""
-    bounds, runs = cut
+    bounds = cut[0]
     lay, gpu = job.layout, job.gpu_for(t)
     watch = Stopwatch()
     first = int(bounds[t].sum())
-    store = R.store(job.store)
     with _on(gpu, job):
-        slices = store.read_many([(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]], gpu)
-        _sync(gpu)
-        watch.lap("read runs")
-        if not slices:
+        merged = merge_rows(job, cut, t, watch, gpu)
+        if merged is None:
             return C.Summary(), watch.times
-        keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
-        if lay.payload:
-            rows = engines.take_rows(dev.xp_of(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
-        else:
-            rows = keys if lay.dtype is None else lay.rows_of(keys)
-        _sync(gpu)
-        watch.lap("merge")
+        keys, rows = merged
         summary = C.summarize(keys, rows, descending=job.descending)
         _sync(gpu)
         watch.lap("checksum")
         _write_at(job.output, job.out_offset + first * lay.row_bytes, rows, gpu)
         watch.lap("copy out + write" if gpu is not None else "write")
     return summary, watch.times
+
+
+def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None):
+    """Output range ``t``'s rows: its slices of every run (see :func:`cuts_task`) read onto
+    ``gpu`` (or into host memory) and merged; ``(keys, rows)``, or None when the range is empty."""
+    bounds, runs = cut
+    lay = job.layout
+    store = R.store(job.store)
+    slices = store.read_many([(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]], gpu)
+    _sync(gpu)
+    watch.lap("read runs")
+    if not slices:
+        return None
+    keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
+    if lay.payload:
+        rows = engines.take_rows(dev.xp_of(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
+    else:
+        rows = keys if lay.dtype is None else lay.rows_of(keys)
+    _sync(gpu)
+    watch.lap("merge")
+    return keys, rows
 
 
 def _write_at(path, offset: int, rows, gpu=None) -> None:

@@ -27,9 +27,10 @@ from dask._task_spec import List, Task, TaskRef
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from . import chunk, plan
+from . import chunk, external, plan
+from . import runs as R
 
-STRATEGIES = ("auto", "multiway", "tree")
+STRATEGIES = ("auto", "multiway", "tree", "external")
 DEVICES = (None, "gpu")
 
 
@@ -135,11 +136,14 @@ def _first_keys(array):
     return out
 
 
-def sort_graph(keys, values=None, *, positions=False, descending=False, na_position="last", strategy="auto", device=None):
+def sort_graph(keys, values=None, *, positions=False, descending=False, na_position="last", strategy="auto", device=None,
+               local_directory=None, host_budget=0):
     """Build the sort of dask array ``keys`` (known chunk sizes along axis 0, one chunk in any
     other axis) carrying ``values`` (same chunks along axis 0) or, with ``positions``, the global
     int64 positions of the elements. ``device="gpu"``: host chunks are sorted and merged on the
-    workers' GPUs and the output chunks come back to host memory.
+    workers' GPUs and the output chunks come back to host memory. ``strategy="external"`` (never
+    chosen by ``"auto"`` here: the front end decides): the runs live in a run store of
+    ``host_budget`` bytes of memory, then files under ``local_directory`` (:mod:`dsort.external`).
 
     Returns ``[(graph, name), ...]``: the sorted keys, then the carried values if any; output
     chunk ``i`` is task ``(name, i, 0...)``, of the input's size. The graphs share their tasks.
@@ -152,8 +156,20 @@ def sort_graph(keys, values=None, *, positions=False, descending=False, na_posit
     if device not in DEVICES:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     token = tokenize(keys, values, positions, descending, na_position, strategy, device)
-    b = _Builder(token, descending, na_position, device)
+    key_name = f"dsort-sorted-keys-{token}"
+    value_name = f"dsort-sorted-values-{token}" if (values is not None or positions) else None
+    back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
     value_chunks = _first_keys(values) if values is not None else [None] * len(sizes)
+    deps = [keys] if values is None else [keys, values]
+    outputs = [(key_name, keys.ndim, 0)]
+    if value_name:
+        outputs.append((value_name, 1 if values is None else values.ndim, 1))
+    if strategy == "external":
+        job = _external_job(keys, values, positions, sizes, descending, na_position, device, token, local_directory, host_budget)
+        dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, job)
+        dsk.update(external.output_tasks(merges, outputs, back_to_host))
+        return [(HighLevelGraph.from_collections(name, dsk, dependencies=deps), name) for name, _, _ in outputs]
+    b = _Builder(token, descending, na_position, device)
     runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions)
     if strategy == "multiway":
         if len(runs) > 1:
@@ -166,15 +182,29 @@ def sort_graph(keys, values=None, *, positions=False, descending=False, na_posit
             runs = merged + runs[len(merged) * 2 :]
             level += 1
     final = runs[0].parts
-    key_name = f"dsort-sorted-keys-{token}"
-    value_name = f"dsort-sorted-values-{token}" if (values is not None or positions) else None
-    back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
-    outputs = [(key_name, keys.ndim, chunk.keys_of)]
-    if value_name:
-        outputs.append((value_name, 1 if values is None else values.ndim, chunk.values_of))
-    for name, nd, getter in outputs:
+    for name, nd, which in outputs:
+        getter = (chunk.keys_of, chunk.values_of)[which]
         for i, part in enumerate(final):
             key = (name, i) + (0,) * (nd - 1)
             b.dsk[key] = Task(key, getter, TaskRef(part), back_to_host)
-    deps = [keys] if values is None else [keys, values]
     return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]
+
+
+def _external_job(keys, values, positions, sizes, descending, na_position, device, token, local_directory, host_budget):
+    """The :class:`dsort.external.ArrayJob` of a sort: rows are the key's bytes, then the value's."""
+    byte_rows = keys.ndim == 2
+    key_bytes = keys.shape[1] if byte_rows else keys.dtype.itemsize
+    if positions:
+        value_dtype, value_shape = np.dtype(np.int64), ()
+    elif values is not None:
+        value_dtype, value_shape = values.dtype, tuple(values.shape[1:])
+    else:
+        value_dtype, value_shape = None, ()
+    value_bytes = 0 if value_dtype is None else value_dtype.itemsize * int(np.prod(value_shape, dtype=np.int64))
+    layout = R.Layout(key_bytes + value_bytes, key_bytes, None if byte_rows else keys.dtype.str)
+    return external.ArrayJob(
+        layout=layout, range_rows=tuple(sizes), spacing=plan.sample_spacing(sizes, max(len(sizes) - 1, 1)),
+        store=external.store_config(token, layout.row_bytes, local_directory, host_budget),
+        key_shape=tuple(keys.shape[1:]), value_dtype=value_dtype, value_shape=value_shape, positions=positions,
+        gpu=device == "gpu" or not isinstance(keys._meta, np.ndarray), descending=descending, na_position=na_position,
+    )

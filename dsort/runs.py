@@ -37,8 +37,9 @@ TIERS = ("device", "host", "disk")
 
 @dataclass(frozen=True)
 class Layout:
-    """Fixed-width rows and where their key is: ``dtype`` set (a ``.npy`` element), the row is
-    the key; else the key is the first ``key_bytes`` bytes, compared as unsigned bytes."""
+    """Fixed-width rows and where their key is: the first ``key_bytes`` bytes of a row, one
+    element of ``dtype`` where it is set (a ``.npy`` element, a dask array's key) or else
+    compared as unsigned bytes (a record's key); any bytes after the key are its payload."""
 
     row_bytes: int
     key_bytes: int
@@ -47,11 +48,9 @@ class Layout:
     def keys(self, rows):
         """The sort keys of ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) in the engines'
         spelling: a 1-D array of ``dtype``, or C-contiguous byte rows ``(n, key_bytes)``."""
-        if self.dtype is not None:
-            return rows.view(self.dtype).reshape(-1)
-        if self.key_bytes == self.row_bytes:
-            return rows
-        return dev.xp_of(rows).ascontiguousarray(rows[:, : self.key_bytes])
+        if self.key_bytes < self.row_bytes:
+            rows = dev.xp_of(rows).ascontiguousarray(rows[:, : self.key_bytes])
+        return rows if self.dtype is None else rows.view(self.dtype).reshape(-1)
 
     def rows_of(self, keys):
         """Rows whose bytes are the keys (only where the key is the whole row)."""
@@ -60,7 +59,7 @@ class Layout:
     @property
     def payload(self) -> bool:
         """True when rows carry bytes beyond the key (they then follow the key's order)."""
-        return self.dtype is None and self.key_bytes < self.row_bytes
+        return self.key_bytes < self.row_bytes
 
 
 @dataclass(frozen=True)
@@ -94,6 +93,7 @@ class RunStore:
         self._used = {"host": 0}
         self._data: dict[int, object] = {}
         self._made_dir = False
+        self._done: set[int] = set()
 
     # -- putting a run -------------------------------------------------------------------------
 
@@ -211,6 +211,52 @@ def drop(job: str, directory: str | None = None) -> None:
         s.close()
     if directory:
         shutil.rmtree(directory, ignore_errors=True)
+
+
+def finish(config: StoreConfig, reader: int, readers: int) -> None:
+    """Note that ``reader`` (one of ``readers`` tasks, each reading its slices once) is done with
+    the job's runs; the last one to finish removes them. A store with memory tiers lives in one
+    process, which counts; a disk-only store may be read by many processes, which count marker
+    files in the runs' directory."""
+    s = store(config)
+    with s._lock:
+        s._done.add(reader)
+        done = len(s._done)
+    if not (config.host_budget or config.device_budget):
+        d = Path(config.directory)
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+            (d / f"done-{reader:06d}").touch()
+            done = sum(1 for e in os.scandir(d) if e.name.startswith("done-"))
+        except FileNotFoundError:  # another process finished meanwhile and removed it all
+            done = readers
+    if done >= readers:
+        drop(config.job, config.directory)
+
+
+def alive(pid: int) -> bool:
+    """True while process ``pid`` exists (on this machine): names that carry a process id are
+    leftovers once it is gone."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_leftovers(directory, prefix: str) -> list[str]:
+    """Remove the ``PREFIX-PID-…`` entries of ``directory`` whose process is gone (run stores of
+    killed jobs); the removed paths."""
+    gone = []
+    with contextlib.suppress(OSError):
+        for e in os.scandir(directory):
+            pid = e.name[len(prefix) + 1 :].split("-", 1)[0] if e.name.startswith(prefix + "-") else ""
+            if pid.isdigit() and not alive(int(pid)):
+                shutil.rmtree(e.path, ignore_errors=True)
+                gone.append(e.path)
+    return gone
 
 
 # -- files ---------------------------------------------------------------------------------------

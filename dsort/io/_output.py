@@ -29,6 +29,7 @@ import sys
 import uuid
 from pathlib import Path
 
+from ..runs import alive
 from .errors import InputError
 
 MARKER = "_dsort.json"  # inside every directory dsort writes: its manifest
@@ -124,22 +125,12 @@ def remove_leftovers(directory: Path, name: str, stream=None) -> list:
         return removed
     for e in entries:
         m = _LEFTOVER.search(e.name[len(prefix):])
-        if not m or not e.name[len(prefix):].startswith(".dsort-") or _alive(int(m.group(2))):
+        if not m or not e.name[len(prefix):].startswith(".dsort-") or alive(int(m.group(2))):
             continue
         _remove(Path(e.path))
         removed.append(Path(e.path))
         print(f"dsort: removed {e.path}, left by an earlier run (process {m.group(2)}) that did not finish", file=stream or sys.stderr)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _remove(path: Path) -> None:
