@@ -128,6 +128,26 @@ def _gpu_available() -> bool:
     return True
 
 
+_BOTH = ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "dashboard_address", "silence_logs")
+
+
+def local_cuda_cluster(**kwargs):
+    """``dask_cuda.LocalCUDACluster(**kwargs)`` (one worker per GPU) where CuPy sees a GPU and
+    dask-cuda is installed; elsewhere a ``distributed.LocalCluster`` of CPU workers with the
+    keywords both take, after a printed line saying so. The scripts in ``deploy/`` start from it,
+    so they run as they are on a machine without a GPU too. The dashboard listens on loopback
+    unless ``dashboard_address`` says otherwise."""
+    kwargs.setdefault("dashboard_address", "127.0.0.1:8787")
+    if _gpu_available():
+        from dask_cuda import LocalCUDACluster
+
+        return LocalCUDACluster(**kwargs)
+    from distributed import LocalCluster
+
+    print("no GPU usable here (CuPy sees none, or dask-cuda is missing): a LocalCluster of CPU workers instead of LocalCUDACluster")
+    return LocalCluster(**{k: v for k, v in kwargs.items() if k in _BOTH})
+
+
 @contextlib.contextmanager
 def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
             local_directory=None, dashboard_address="127.0.0.1:0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False,
