@@ -25,12 +25,14 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
     descending, the missing-value byte never, so missing values stay last/first both ways)."""
     n = len(s)
+    if isinstance(s.dtype, pd.ArrowDtype):
+        s = _from_arrow(s)
     na = s.isna().to_numpy(dtype=bool, copy=True)
     dtype = s.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
         s, dtype = s.dt.tz_convert("UTC").dt.tz_localize(None), np.dtype("datetime64[ns]")
     if pdt.is_bool_dtype(dtype):
-        v = s.to_numpy(dtype=np.uint8, na_value=0).reshape(n, 1)
+        v = s.to_numpy(dtype=bool, na_value=False).astype(np.uint8).reshape(n, 1)
     elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
         if pdt.is_integer_dtype(dtype):
             np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
@@ -62,12 +64,31 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         lengths = np.array([len(b) for b in enc], dtype=">u4").view(np.uint8).reshape(n, 4)
         v = np.concatenate([v, lengths], axis=1)
     else:
-        raise TypeError(f"cannot sort by column {s.name!r} of dtype {dtype}; dsort sorts by numbers, booleans, dates and strings")
+        raise _unordered(s)
     if descending:
         v = ~v
     flag = (na if not na_first else ~na).astype(np.uint8).reshape(n, 1)
     v = np.where(na[:, None], 0, v).astype(np.uint8)
     return np.concatenate([flag, v], axis=1)
+
+
+def _unordered(s: pd.Series) -> TypeError:
+    dtype = getattr(s.dtype, "pyarrow_dtype", s.dtype)
+    return TypeError(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by numbers, booleans, strings, dates and times")
+
+
+def _from_arrow(s: pd.Series) -> pd.Series:
+    """An Arrow-backed column (``pd.ArrowDtype``) in a form :func:`_column_key` orders: numbers,
+    booleans and strings as they are; timestamps, dates, times and durations as their integers
+    (one unit per column, timestamps in UTC); any other type a :class:`TypeError`."""
+    import pyarrow as pa
+
+    t = s.dtype.pyarrow_dtype
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return s
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
+    raise _unordered(s)
 
 
 def _utf8(x) -> bytes:

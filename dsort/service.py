@@ -561,15 +561,19 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
     res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True) if client is None else None
     where = res.described if res else f"the cluster at {client.scheduler.address}"
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
-        job = parquet.sort_job(files, tmp, by=by, descending=descending)
-        print(f"sorting {job.records:,} parquet rows ({_fmt(job.nbytes)}) from {input} into {out}", file=stream)
-        print(f"on {where}", file=stream)
+        try:
+            job = parquet.sort_job(files, tmp, by=by, descending=descending)
+            print(f"sorting {job.records:,} parquet rows ({_fmt(job.nbytes)}) from {input} into {out}", file=stream)
+            print(f"on {where}", file=stream)
+            if job.records:
+                if client is None:
+                    in_parts, out_parts = dask.compute(job.inputs, job.outputs, scheduler="threads", num_workers=res.threads)
+                else:
+                    futures = client.compute([job.inputs, job.outputs])
+                    in_parts, out_parts = client.gather(futures)
+        except InputError as e:  # a damaged row group, found when it is read
+            raise InputError(f"{e}; nothing was written at {out}") from None
         if job.records:
-            if client is None:
-                in_parts, out_parts = dask.compute(job.inputs, job.outputs, scheduler="threads", num_workers=res.threads)
-            else:
-                futures = client.compute([job.inputs, job.outputs])
-                in_parts, out_parts = client.gather(futures)
             ins, outs = C.combine(in_parts), C.combine(out_parts)
         else:
             out_parts, ins, outs = [], C.Summary(), C.Summary()

@@ -165,6 +165,105 @@ def test_parquet_with_a_named_index(tmp_path, scheduler):
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "out")[["id", "a"]], expected[["id", "a"]])
 
 
+def _arrow_table(rng, n, null_keys=0.15):
+    """Sort columns with nulls (nullable integers, booleans, timestamps, dates; nulls at both
+    ends) and payload columns of many Arrow types, each with nulls, NaN apart from null, -0.0."""
+    import decimal
+
+    import pyarrow as pa
+
+    def col(values, typ, p=0.15):
+        mask = rng.random(n) < p
+        mask[[0, -1] if n else []] = True
+        return pa.array(values, typ, mask=mask)
+
+    return pa.table({
+        "ki": col(rng.integers(-3, 3, n), pa.int64(), null_keys),
+        "kb": col(rng.random(n) < 0.5, pa.bool_(), null_keys),
+        "kt": col(rng.integers(-2, 2, n) * 3_600_000_000, pa.timestamp("us", "Asia/Tokyo")),
+        "kd": col(rng.integers(-2, 2, n).astype(np.int32), pa.int32()).cast(pa.date32()),
+        "i64": col(rng.choice(np.array([-2**63, 2**63 - 1, 2**53 + 1, 0], np.int64), n), pa.int64()),
+        "u64": col(rng.choice(np.array([0, 2**64 - 1, 2**63], np.uint64), n), pa.uint64()),
+        "f64": col(rng.choice([np.nan, -0.0, 0.0, np.inf, 1.5], n), pa.float64()),
+        "f16": col(rng.choice([np.nan, -0.0, 1.5], n).astype(np.float16), pa.float16()),
+        "tm": col(rng.integers(0, 86_400_000_000, n), pa.time64("us")),
+        "dur": col(rng.integers(-10, 10, n), pa.duration("ms")),
+        "dec": col([decimal.Decimal(int(v)).scaleb(-4) for v in rng.integers(-10**12, 10**12, n)], pa.decimal128(20, 4)),
+        "bin": col([bytes(rng.integers(0, 256, rng.integers(0, 4), dtype=np.uint8)) for _ in range(n)], pa.binary()),
+        "fsb": col([bytes(rng.integers(0, 256, 3, dtype=np.uint8)) for _ in range(n)], pa.binary(3)),
+        "ls": col(rng.choice(["", "é", "a\x00b", "z"], n), pa.large_string()),
+        "sv": col(rng.choice(["", "é", "a long string, not inline in its view"], n), pa.string_view()),
+        "bv": col([bytes(rng.integers(0, 256, 20, dtype=np.uint8)) for _ in range(n)], pa.binary_view()),
+        "cat": col(rng.choice(["x", "y"], n), pa.string()).dictionary_encode(),
+        "lst": col([[int(v), None][: v % 3] for v in rng.integers(0, 9, n)], pa.list_(pa.int32())),
+        "st": col([{"a": int(v), "b": None if v % 2 else str(v)} for v in rng.integers(0, 9, n)],
+                  pa.struct([("a", pa.int64()), ("b", pa.string())])),
+        "mp": col([[("k", int(v))] for v in rng.integers(0, 9, n)], pa.map_(pa.string(), pa.int64())),
+        "nul": pa.nulls(n),
+    })
+
+
+@pytest.mark.parametrize("case", ["random", "cluster", "one row", "all keys null", "empty"])
+@pytest.mark.parametrize("by,descending", [(["ki"], False), (["kb", "ki"], True), (["kt"], False), (["kd", "kb"], True)])
+def test_parquet_nullable_keys_and_any_payload(tmp_path, rng, request, case, by, descending):
+    """Nullable integer and boolean keys sort like pandas' stable sort_values (nulls last); every
+    payload column comes out with the input's Arrow type and exactly its values (reprs compared:
+    NaN apart from null, -0.0 apart from 0.0) in the reference's order."""
+    import pyarrow.parquet as pq
+
+    n = {"one row": 1, "empty": 0}.get(case, 3000)
+    src, out = tmp_path / "in.parquet", tmp_path / "out"
+    pq.write_table(_arrow_table(rng, n, null_keys=1.0 if case == "all keys null" else 0.15), src, row_group_size=700)
+    where = ["--scheduler", request.getfixturevalue("scheduler")] if case == "cluster" else []
+    assert dsort("sort", src, out, "--by", ",".join(by), *(["--descending"] if descending else []), *where) == 0
+    keys = pd.read_parquet(src, columns=by, dtype_backend="numpy_nullable").assign(row=np.arange(n))
+    for c in reversed(by):  # a lexicographic stable sort, one column at a time
+        keys = keys.sort_values(c, ascending=not descending, kind="stable", na_position="last")
+    given, got = pq.read_table(src), pq.read_table(out)
+    assert got.schema.names == given.schema.names and got.schema.types == given.schema.types
+    for c in given.column_names:
+        values = given[c].to_pylist()
+        assert list(map(repr, got[c].to_pylist())) == [repr(values[i]) for i in keys["row"]], c
+    assert dsort("check", out) == 0
+
+
+def test_parquet_keys_dsort_does_not_order_are_refused_before_any_work(tmp_path, capsys, monkeypatch):
+    import pyarrow.parquet as pq
+
+    from dsort.io import parquet
+
+    monkeypatch.setattr(parquet, "sort_job", lambda *a, **k: pytest.fail("sorting work began"))
+    src = tmp_path / "in.parquet"
+    pq.write_table(_arrow_table(np.random.default_rng(), 50), src)
+    for c in ["dec", "bin", "fsb", "cat", "lst", "st", "mp", "nul"]:
+        for command in (["sort", src, tmp_path / "out"], ["check", src]):
+            assert dsort(*command, "--by", f"ki,{c}") == 2, c
+            err = capsys.readouterr().err
+            assert f"cannot sort by column '{c}' of type" in err and len(err.strip().splitlines()) == 1, err
+    assert os.listdir(tmp_path) == ["in.parquet"]
+
+
+def test_a_damaged_parquet_page_is_one_line_and_writes_nothing(tmp_path, capsys):
+    """Header and footer intact, one data page's header overwritten: found only when that row
+    group is read, in the middle of the sort (or the check)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"k": np.arange(5000)[::-1], "s": [str(i) for i in range(5000)]}), src, row_group_size=1000)
+    page = pq.ParquetFile(src).metadata.row_group(2).column(1).data_page_offset
+    data = bytearray(src.read_bytes())
+    data[page:page + 16] = b"\xff" * 16
+    src.write_bytes(data)
+    for by in ("k", "s"):
+        assert dsort("sort", src, tmp_path / "out", "--by", by) == 2
+        err = capsys.readouterr().err
+        assert f"{src}: row group 2 is damaged" in err and "nothing was written at" in err and len(err.strip().splitlines()) == 1, err
+        assert dsort("check", src, "--by", by) == 2
+        assert f"{src}: row group 2 is damaged" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["in.parquet"]
+
+
 def test_empty_inputs_sort_to_empty_outputs(tmp_path, scheduler):
     (tmp_path / "e.bin").write_bytes(b"")
     np.save(tmp_path / "e.npy", np.zeros(0, np.float32))

@@ -289,9 +289,12 @@ def _frame(rng, n):
     (["b", "u"], False),
 ])
 @pytest.mark.parametrize("na_position", ["last", "first"])
-def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position):
+@pytest.mark.parametrize("backend", ["numpy", "pyarrow"])
+def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position, backend):
+    """Also Arrow-backed columns (``pd.ArrowDtype``, as dsort reads Parquet), against pandas'
+    order of the NumPy-backed frame."""
     df = _frame(rng, 3000)
-    keys = encode_keys(df, by, ascending, na_position)
+    keys = encode_keys(df if backend == "numpy" else df.convert_dtypes(dtype_backend="pyarrow"), by, ascending, na_position)
     order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
     np.testing.assert_array_equal(df["row"].to_numpy()[order], _reference(df, by, ascending, na_position)["row"].to_numpy())
 

@@ -6,8 +6,14 @@ that order, one part per input row group) and ``_dsort.json``: the parts in orde
 counts, the sort columns and directions, the record count and checksum. Any Parquet reader reads
 the directory; ``dsort check`` reads the manifest to know the order to verify.
 
-Checksum of a row: pandas' ``hash_pandas_object(row, index=False)`` (64 bits; rows vary in width,
-so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
+Every column is read as Arrow-backed pandas (``pd.ArrowDtype``), so the values and Arrow types
+of the output are the input's: an integer or boolean column with nulls stays one, NaN stays apart
+from null, and lists, structs, maps, decimals and binary pass through untouched. Sort columns are
+those :func:`dsort.dataframe.encode_keys` orders (numbers, booleans, strings, timestamps, dates,
+times, durations); any other is refused by name before any work (:func:`check_columns`).
+
+Checksum of a row: pandas' ``hash_pandas_object`` of its columns' value hashes (64 bits; rows
+vary in width, so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
 """
 
 from __future__ import annotations
@@ -56,15 +62,40 @@ def row_groups(files) -> tuple[list[tuple[str, int]], list[int], object]:
 
 
 def check_columns(by, schema, where) -> None:
+    """Refuse sort columns that ``schema`` lacks, or whose type dsort does not order."""
+    from ..dataframe import encode_keys
+
     names = list(schema.names) if schema is not None else []
     missing = [c for c in by if c not in names]
     if missing:
         raise InputError(f"{where}: no column {', '.join(map(repr, missing))}; its columns are {', '.join(names) or '(none)'}")
+    try:
+        encode_keys(frame(schema.empty_table()), by)
+    except TypeError as e:
+        raise InputError(f"{where}: {e}") from None
+
+
+def frame(table) -> pd.DataFrame:
+    """``table`` as pandas, every column Arrow-backed, so it converts back to the same table
+    (:func:`_write`); string and binary views, which Arrow cannot take rows of, as large strings
+    and binaries."""
+    import pyarrow as pa
+
+    views = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+    table = table.cast(pa.schema([f.with_type(views.get(f.type, f.type)) for f in table.schema]))
+    return table.to_pandas(types_mapper=pd.ArrowDtype, ignore_metadata=True)
 
 
 def read_row_group(part) -> pd.DataFrame:
+    import pyarrow as pa
+
     path, group = part
-    return _open(path).read_row_group(group).to_pandas(ignore_metadata=True)
+    try:
+        table = _open(path).read_row_group(group)
+    except (OSError, pa.ArrowException) as e:  # a damaged page: the header and footer read fine
+        detail = " ".join("".join(c if c.isprintable() else " " for c in str(e)).split())  # one line
+        raise InputError(f"{path}: row group {group} is damaged ({detail})") from None
+    return frame(table)
 
 
 def read(files):
@@ -72,12 +103,31 @@ def read(files):
     import dask.dataframe as dd
 
     parts, lens, schema = row_groups(files)
-    meta = schema.empty_table().to_pandas()
+    meta = frame(schema.empty_table())
     return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label="dsort-read"), lens, schema
 
 
+_NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _column_hashes(s: pd.Series) -> np.ndarray:
+    """64-bit hashes of an Arrow-backed column's values that depend on the values alone, not on
+    the rest of the column (NumPy turns integers into floats where the column holds a null):
+    nulls one constant, nested values (lists, structs, maps) hashed as their ``repr``."""
+    import pyarrow as pa
+
+    a = pa.array(s)
+    valid = a.is_valid().to_numpy(zero_copy_only=False)
+    a = a.filter(valid)
+    values = np.array([repr(v) for v in a.to_pylist()], object) if pa.types.is_nested(a.type) else a.to_numpy(zero_copy_only=False)
+    h = np.full(len(s), _NULL_HASH)
+    h[valid] = pd.util.hash_array(values)
+    return h
+
+
 def row_hashes(df: pd.DataFrame) -> np.ndarray:
-    return pd.util.hash_pandas_object(df, index=False).to_numpy(np.uint64)
+    columns = pd.DataFrame({i: _column_hashes(df[c]) for i, c in enumerate(df.columns)})
+    return pd.util.hash_pandas_object(columns, index=False).to_numpy(np.uint64)
 
 
 def _tally(df) -> C.Summary:
@@ -96,17 +146,13 @@ def _write(df, path, by, ascending, na_position, widths, schema):
     import pyarrow.parquet as pq
 
     s = summarize(df, by, ascending, na_position, widths)
-    # dask may have changed string dtypes on the way: back to the input's, so the output reads
-    # back as the input did
-    meta = schema.empty_table().to_pandas()
-    df = df.astype({c: t for c, t in meta.dtypes.items() if df[c].dtype != t})
-    pq.write_table(pa.Table.from_pandas(df, schema=schema.remove_metadata(), preserve_index=False), path)
+    pq.write_table(pa.Table.from_arrays([pa.array(df[f.name]).cast(f.type) for f in schema], schema=schema), path)  # no pandas metadata
     return s
 
 
 def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last") -> SortJob:
     """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``."""
-    from ..dataframe import encode_keys, max_string_widths, sort_values, string_columns
+    from ..dataframe import max_string_widths, sort_values, string_columns
 
     df, lens, schema = read(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
@@ -136,10 +182,6 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     job.finish = finish
     if n == 0:
         return job
-    try:
-        encode_keys(df._meta.iloc[:0], by, ascending, na_position, {})
-    except TypeError as e:
-        raise InputError(str(e)) from None
     parts = df.to_delayed(optimize_graph=False)
     widths = max_string_widths(parts, string_columns(df._meta, by))
     out = sort_values(df, by, ascending, na_position, lengths=lens, widths=widths)
@@ -178,7 +220,7 @@ def check_tasks(files, *, by=None, descending: bool = False, na_position: str = 
         raise InputError("checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output directory names them in its manifest)")
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
-    meta = schema.empty_table().to_pandas()
+    meta = frame(schema.empty_table())
     widths = max_string_widths([delayed(read_row_group)(p) for p in parts], string_columns(meta, by))
     name = f"dsort-check-{tokenize(parts, by, ascending, na_position)}"
     return [delayed(_check_part, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(name, i)) for i, p in enumerate(parts)]
