@@ -292,8 +292,15 @@ def _format_options(p, check=False):
     p.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range (default: from the memory limits)")
 
 
+class _Parser(argparse.ArgumentParser):
+    """A usage error is one line (exit status 2); ``--help`` shows the usage."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="dsort", description="GPU-accelerated, out-of-core sorting on Dask")
+    p = _Parser(prog="dsort", description="GPU-accelerated, out-of-core sorting on Dask")
     sub = p.add_subparsers(dest="command", required=True, metavar="{gen,sort,check,demo,build-kernels,tls}")
 
     g = sub.add_parser("gen", help="generate test data: Sort Benchmark records or a numeric .npy")
