@@ -230,6 +230,24 @@ def test_dsort_tls_makes_one_deployments_set(tmp_path, capsys):
     assert sorted(os.listdir(d)) == ["ca.pem", "cert.pem", "key.pem"]
 
 
+def test_the_compose_file_keeps_the_scheduler_private_and_on_tls():
+    """Only the dashboard is published, on loopback; the scheduler and the workers speak TLS with
+    the set on the tls volume, which only the certs service may write; the workers get the GPUs and
+    see /data like the client."""
+    services = yaml.safe_load((DEPLOY / "docker-compose.yml").read_text())["services"]
+    published = [p for s in services.values() for p in s.get("ports", [])]
+    assert published and all(p.startswith("127.0.0.1:") for p in published) and not any("8786" in p for p in published)
+    for name in ("scheduler", "worker"):
+        command = services[name]["command"]
+        assert [command[command.index(o) + 1] for o in ("--tls-ca-file", "--tls-cert", "--tls-key")] == ["/tls/ca.pem", "/tls/cert.pem", "/tls/key.pem"]
+    assert services["scheduler"]["command"][services["scheduler"]["command"].index("--protocol") + 1] == "tls"
+    assert services["worker"]["command"][:4] == ["dask", "cuda", "worker", "tls://scheduler:8786"]
+    assert services["worker"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
+    assert services["certs"]["command"] == ["dsort", "tls", "/tls"] and "tls:/tls" in services["certs"]["volumes"]
+    for name in ("scheduler", "worker", "client"):
+        assert "data:/data" in services[name]["volumes"] and "tls:/tls:ro" in services[name]["volumes"], name
+
+
 def test_the_image_installs_with_the_readmes_line():
     line = re.search(r'pip install (-e "\.\[gpu[^"]*\]")', (ROOT / "README.md").read_text()).group(1)
     assert f"RUN pip install {line}\n" in (DEPLOY / "Dockerfile").read_text()
