@@ -103,8 +103,9 @@ def merge_chunk(job: ArrayJob, cut, t: int):
         keys, rows = merged
     if job.value_dtype is None:
         return keys, None
-    xp = dev.xp_of(rows)
-    values = xp.ascontiguousarray(rows[:, lay.key_bytes :]).view(job.value_dtype).reshape((len(rows), *job.value_shape))
+    # a copy, always: a one-row slice is contiguous, and a view of it would start at the key's
+    # width, misaligned for the values' dtype (GPU kernels fault on such a pointer)
+    values = rows[:, lay.key_bytes :].copy().view(job.value_dtype).reshape((len(rows), *job.value_shape))
     return keys, values
 
 

@@ -302,11 +302,11 @@ def test_gpu_cupy_chunks(where, descending, dtype, strategy, rng, request):
 def test_gpu_host_chunks(where, dtype, strategy, rng, request):
     """device="gpu": NumPy chunks sorted on the GPUs come back as NumPy chunks. Chunk sizes straddle
     the engine's page-locked copy threshold (just under and over it), with an empty and a small one."""
-    from dsort.engine import cupy_engine
+    from dsort.engine import device as dv
 
     client = request.getfixturevalue("cuda_client") if where == "cluster" else None
     row = 10 if dtype == "rows10" else np.dtype(dtype).itemsize
-    per = cupy_engine.PINNED_MIN_BYTES // row
+    per = dv.PINNED_MIN_BYTES // row
     sizes = (per - 1, 0, per + 1, 3)
     n = sum(sizes)
     x = R.make_keys(dtype, "random", n, rng)

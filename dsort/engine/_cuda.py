@@ -58,18 +58,16 @@ def function(sources: tuple[str, ...], names: tuple[str, ...], name: str):
     return _function(sources, names, name, cupy.cuda.Device().id)
 
 
-_raised: set[tuple[int, int]] = set()  # (id of a cached kernel, bytes): kernels live forever
-
-
 def launch(kern, grid: int, block: int, args, smem: int = 0) -> None:
-    """Launch ``kern`` on ``grid`` CTAs of ``block`` threads (nothing when grid is 0)."""
+    """Launch ``kern`` on ``grid`` CTAs of ``block`` threads (nothing when grid is 0). Dynamic
+    shared memory above 48 KiB needs the kernel's opt-in, read from the driver before every such
+    launch (one cheap call) rather than remembered, so no cache of ours can ever skip it."""
     if grid <= 0:
         return
-    if smem > 48 * 1024 and (id(kern), smem) not in _raised:
-        with _build_lock:  # threads launching one kernel: opt in once, before any of them launches
-            if (id(kern), smem) not in _raised:
-                kern.max_dynamic_shared_size_bytes = max(smem, getattr(kern, "max_dynamic_shared_size_bytes", 0) or 0)
-                _raised.add((id(kern), smem))
+    if smem > 48 * 1024 and kern.max_dynamic_shared_size_bytes < smem:
+        with _build_lock:  # threads launching one kernel: raise it once, before any of them launches
+            if kern.max_dynamic_shared_size_bytes < smem:
+                kern.max_dynamic_shared_size_bytes = smem
     kern((int(grid),), (int(block),), args, shared_mem=int(smem))
 
 

@@ -1,0 +1,129 @@
+"""A dask array bigger than the memory the sort may use, sorted and written with ``da.store``.
+
+Each case runs in its own process (so peak resident memory is its own): ``n`` random int64 made
+chunk by chunk by ``da.random`` (never whole in memory), sorted by dsort, and stored into a
+memory-mapped ``.npy`` file by ``da.store``; the output is checked. Cases:
+
+* ``external``: ``strategy="external"`` (runs in the run store: ``--memory-limit`` bytes of host
+  memory, the rest on disk under ``--dir``);
+* ``multiway``: the in-memory graph (every sorted chunk held by dask until the merges are done);
+* ``numpy``: the peer on one machine: ``np.sort`` of the whole array in memory, then written.
+
+``--gpu``: CuPy chunks (``da.random`` on the host, each chunk moved to the GPU), sorted on the GPU.
+
+    python benchmarks/bench_external.py --n 1e8 --chunk 4e6 --memory-limit 0 --json out.json
+
+The markdown table is printed last; ``--json PATH`` writes the rows too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import print_table, write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def one(case: str, n: int, chunk: int, memory_limit, directory: str, threads: int, gpu: bool) -> dict:
+    """One case in this process: seconds, and the output checked."""
+    import dask
+    import dask.array as da
+    import numpy as np
+
+    sys.path.insert(0, str(ROOT))
+    import dsort
+
+    path = os.path.join(directory, f"{case}.npy")
+    np.lib.format.open_memmap(path, mode="w+", dtype=np.int64, shape=(n,)).flush()  # header + size
+    out = _FileTarget(path)
+    x = da.random.default_rng(7).integers(0, 1 << 62, n, chunks=chunk)
+    if gpu:
+        import cupy
+
+        x = x.map_blocks(cupy.asarray)
+    t = time.perf_counter()
+    with dask.config.set(scheduler="threads", num_workers=threads):
+        if case == "numpy":
+            out[0:n] = np.sort(x.compute())
+        else:
+            s = dsort.sort(x, strategy=case, memory_limit=memory_limit, local_directory=directory)
+            if gpu:
+                s = s.map_blocks(cupy.asnumpy)
+            da.store(s, out, lock=False)
+        os.fsync(out.fd)
+    wall = time.perf_counter() - t
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    got = np.load(path, mmap_mode="r")
+    ok = bool(np.all(got[1:] >= got[:-1]))
+    left = sorted(p for p in os.listdir(directory) if not p.endswith(".npy"))
+    os.unlink(path)
+    return {"wall": wall, "sorted": ok, "left behind": left, "peak": peak}
+
+
+class _FileTarget:
+    """A ``da.store`` target writing each chunk at its offset of a ``.npy`` file (``pwrite``: the
+    output's pages are not mapped into the process, so its resident size is the sort's own)."""
+
+    def __init__(self, path):
+        import numpy as np
+
+        with open(path, "rb") as f:
+            np.lib.format.read_magic(f)
+            np.lib.format.read_array_header_1_0(f)
+            self.start = f.tell()
+        self.fd = os.open(path, os.O_WRONLY)
+
+    def __setitem__(self, key, value):
+        import numpy as np
+
+        first = key[0].start if isinstance(key, tuple) else key.start
+        os.pwrite(self.fd, np.ascontiguousarray(value).view(np.uint8).data, self.start + (first or 0) * 8)
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--n", type=float, default=2e7)
+    p.add_argument("--chunk", type=float, default=1e6)
+    p.add_argument("--memory-limit", default="0", help="the external case's run store in memory (0: all runs on disk)")
+    p.add_argument("--cases", default="external,multiway,numpy")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--dir", default=None, help="where the runs and outputs go (default: a temporary directory)")
+    p.add_argument("--gpu", action="store_true")
+    p.add_argument("--json")
+    p.add_argument("--one", help=argparse.SUPPRESS)
+    a = p.parse_args()
+    n, chunk = int(a.n), int(a.chunk)
+    limit = int(a.memory_limit) if a.memory_limit.isdigit() else a.memory_limit
+    if a.one:
+        print(json.dumps(one(a.one, n, chunk, limit, a.dir, a.threads, a.gpu)))
+        return
+    directory = a.dir or tempfile.mkdtemp(prefix="dsort-bench-external-")
+    rows = []
+    for case in a.cases.split(","):
+        cmd = [sys.executable, __file__, "--one", case, "--n", str(n), "--chunk", str(chunk), "--memory-limit", a.memory_limit,
+               "--threads", str(a.threads), "--dir", directory] + (["--gpu"] if a.gpu else [])
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode:
+            print(r.stderr[-3000:], file=sys.stderr)
+            rows.append({"case": case, "wall s": "failed"})
+            continue
+        res = json.loads(r.stdout.strip().splitlines()[-1])
+        rows.append({"case": case, "wall s": f"{res['wall']:.2f}", "peak RSS MiB": res["peak"] // 1024,
+                     "data MiB": n * 8 >> 20, "sorted": res["sorted"], "left behind": len(res["left behind"])})
+        print(rows[-1], flush=True)
+    write_json(a.json, rows, n=n, chunk=chunk, memory_limit=a.memory_limit, threads=a.threads, gpu=a.gpu)
+    print_table(rows, ["case", "wall s", "peak RSS MiB", "data MiB", "sorted", "left behind"])
+
+
+if __name__ == "__main__":
+    main()
