@@ -5,6 +5,7 @@ LocalCluster of CPU workers and says so. Start from it:
     python deploy/array_sort.py [N]
 """
 
+import importlib.util
 import sys
 import time
 
@@ -19,7 +20,8 @@ from dsort.engine.device import has_gpu
 def main(n: int = 10_000_000) -> None:
     x = da.random.default_rng(0).integers(0, 1 << 40, n, chunks=max(n // 8, 1))
     # UCX and an RMM pool speed up transfers between GPUs (README); TCP is the default
-    with local_cuda_cluster(rmm_pool_size=0.25, rmm_allocator_external_lib_list=["cupy"]) as cluster, Client(cluster) as client:
+    pool = dict(rmm_pool_size=0.25, rmm_allocator_external_lib_list=["cupy"]) if importlib.util.find_spec("rmm") else {}
+    with local_cuda_cluster(**pool) as cluster, Client(cluster) as client:
         device = "gpu" if all(client.run(has_gpu).values()) else None  # NumPy chunks to the workers' GPUs
         t = time.perf_counter()
         s = dsort.sort(x, device=device).persist()

@@ -83,8 +83,12 @@ class Deployment:
             del words[i : i + 2]
         if words[:3] == ["dsort", "gen", "records"]:
             words[3] = RECORDS
-        program = {"dask": str(BIN / "dask"), "dsort": str(BIN / "dsort"), "python": sys.executable}
-        return [program.get(words[0], words[0]), *words[1:]]
+        if words[0] == "python":
+            return [sys.executable, *words[1:]]
+        if words[0] in ("dask", "dsort"):  # the installed command, else its module (a PYTHONPATH install)
+            script = BIN / words[0]
+            return [str(script) if script.exists() else sys.executable, *([] if script.exists() else ["-m", words[0]]), *words[1:]]
+        return words
 
     def run(self, service: str, args=(), timeout=120):
         """``docker compose run --rm SERVICE [ARGS]``: the command to completion."""

@@ -328,18 +328,6 @@ def test_sort_values_on_a_dask_dataframe(rng):
         sort_values(ddf, "nope")
 
 
-def test_deploy_compose_file_parses():
-    yaml = pytest.importorskip("yaml")
-    compose = yaml.safe_load((Path(__file__).resolve().parent.parent / "deploy" / "docker-compose.yml").read_text())
-    services = compose["services"]
-    assert services["scheduler"]["command"][:2] == ["dask", "scheduler"]
-    assert services["worker"]["command"][:4] == ["dask", "cuda", "worker", "tcp://scheduler:8786"]
-    assert services["worker"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
-    assert all("data:/data" in s["volumes"] for s in services.values())
-    published = [p for s in services.values() for p in s.get("ports", [])]
-    assert all(p.startswith("127.0.0.1:") for p in published) and not any("8786" in p for p in published)
-
-
 @pytest.mark.parametrize("width", [1, 7, 8, 9, 10, 16, 23])
 def test_byte_keys_as_words_order_like_memcmp(rng, width):
     """The GPU's order check of byte keys (eight bytes at a time) agrees with memcmp."""
