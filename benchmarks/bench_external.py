@@ -108,6 +108,7 @@ def main() -> None:
         print(json.dumps(one(a.one, n, chunk, limit, a.dir, a.threads, a.gpu)))
         return
     directory = a.dir or tempfile.mkdtemp(prefix="dsort-bench-external-")
+    os.makedirs(directory, exist_ok=True)
     rows = []
     for case in a.cases.split(","):
         cmd = [sys.executable, __file__, "--one", case, "--n", str(n), "--chunk", str(chunk), "--memory-limit", a.memory_limit,
