@@ -27,6 +27,12 @@ from .conftest import HAS_GPU
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 BIN = Path(sys.executable).parent
+
+
+def _command(name):
+    """The installed command ``name``, else its module (an install on PYTHONPATH, as on the device)."""
+    script = BIN / name
+    return [str(script)] if script.exists() else [sys.executable, "-m", name]
 RECORDS = "20000"  # instead of the README's 1e8
 
 
@@ -85,9 +91,8 @@ class Deployment:
             words[3] = RECORDS
         if words[0] == "python":
             return [sys.executable, *words[1:]]
-        if words[0] in ("dask", "dsort"):  # the installed command, else its module (a PYTHONPATH install)
-            script = BIN / words[0]
-            return [str(script) if script.exists() else sys.executable, *([] if script.exists() else ["-m", words[0]]), *words[1:]]
+        if words[0] in ("dask", "dsort"):
+            return [*_command(words[0]), *words[1:]]
         return words
 
     def run(self, service: str, args=(), timeout=120):
@@ -180,7 +185,7 @@ def test_tls_without_the_right_certificates_fails_in_one_line(deployment, tmp_pa
     """No certificates: one line, exit 2 (the real command, so a traceback would show). Another
     deployment's set: refused by TLS, one line. Nothing is written at OUTPUT either way."""
     src, out = deployment.paths["/data"] / "in.bin", tmp_path / "out.bin"
-    dsort = [str(BIN / "dsort")]
+    dsort = _command("dsort")
     done = subprocess.run([*dsort, "sort", src, out, "--scheduler", deployment.address], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr
     assert done.stderr.count("\n") == 1 and "--tls-ca-file" in done.stderr and "Traceback" not in done.stderr, done.stderr
