@@ -32,7 +32,13 @@ def _digest() -> str:
     return h.hexdigest()[:16]
 
 
-_build_lock = threading.Lock()  # threads that need the same module wait for one build, not start their own
+_build_lock = threading.Lock()  # guards the table of per-module locks and the shared-memory opt-ins
+_module_locks: dict = {}
+
+
+def _lock_of(key) -> threading.Lock:
+    with _build_lock:
+        return _module_locks.setdefault(key, threading.Lock())
 
 
 @functools.cache
@@ -42,14 +48,16 @@ def _module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
 
 
 def module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
-    with _build_lock:
+    """The module of ``names`` built from ``sources``, built once: threads that need the same module
+    wait for one build; threads that need different ones build them at once (NVRTC releases the
+    GIL), which is what a first use on a fresh machine spends its time on."""
+    with _lock_of((sources, names)):
         return _module(sources, names)
 
 
 @functools.cache
 def _function(sources, names, name, device: int):
-    with _build_lock:
-        return _module(sources, names).get_function(name)
+    return module(sources, names).get_function(name)
 
 
 def function(sources: tuple[str, ...], names: tuple[str, ...], name: str):
