@@ -87,7 +87,9 @@ class _FileTarget:
         import numpy as np
 
         first = key[0].start if isinstance(key, tuple) else key.start
-        os.pwrite(self.fd, np.ascontiguousarray(value).view(np.uint8).data, self.start + (first or 0) * 8)
+        data, done = memoryview(np.ascontiguousarray(value).view(np.uint8)).cast("B"), 0
+        while done < len(data):  # one write call moves at most 2 GiB
+            done += os.pwrite(self.fd, data[done:], self.start + (first or 0) * 8 + done)
 
 
 def main() -> None:

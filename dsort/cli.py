@@ -16,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
 from . import check as C
@@ -259,15 +260,18 @@ def _warm_up() -> None:
     from . import gen
     from .service import sort_files
 
+    from .service import MIN_BLOCK
+
     with tempfile.TemporaryDirectory(prefix="dsort-warm-up-") as d:
         inputs = [Path(d, "records.bin")]
-        gen.records(1000, inputs[0])
+        gen.records(3 * MIN_BLOCK // 100 + 7, inputs[0])
         for dtype in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"):
             inputs.append(Path(d, f"{dtype}.npy"))
-            gen.npy(1000, inputs[-1], dtype=dtype)
-        for src in inputs:
+            gen.npy(3 * MIN_BLOCK // np.dtype(dtype).itemsize + 7, inputs[-1], dtype=dtype)
+        for src in inputs:  # several runs and output ranges each: the merges' kernels too
             for descending in (False, True):
-                sort_files(src, Path(d, "out" + src.suffix), descending=descending, overwrite=True, progress=False, stream=io.StringIO())
+                sort_files(src, Path(d, "out" + src.suffix), descending=descending, overwrite=True, progress=False,
+                           stream=io.StringIO(), chunk_size=MIN_BLOCK)
 
 
 # -- dsort tls -------------------------------------------------------------------------------------
