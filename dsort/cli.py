@@ -272,6 +272,10 @@ def _warm_up() -> None:
             for descending in (False, True):
                 sort_files(src, Path(d, "out" + src.suffix), descending=descending, overwrite=True, progress=False,
                            stream=io.StringIO(), chunk_size=MIN_BLOCK)
+        gen.records(1000, inputs[0])  # and one run, one range: what a small input takes
+        gen.npy(1000, inputs[5], dtype="int64")
+        for src in (inputs[0], inputs[5]):
+            sort_files(src, Path(d, "out" + src.suffix), overwrite=True, progress=False, stream=io.StringIO())
 
 
 # -- dsort tls -------------------------------------------------------------------------------------
