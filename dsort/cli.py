@@ -11,7 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import sys
+import threading
 import tempfile
 import time
 from pathlib import Path
@@ -385,8 +387,15 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _terminated(signum, frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None) -> int:
     args = parser().parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminated)  # one line and the cleanup, as for Ctrl-C
+    nothing = "; nothing was written at OUTPUT" if args.command == "sort" else ""  # sort's promise
     try:
         return args.func(args)
     except InputError as e:
@@ -396,19 +405,24 @@ def main(argv=None) -> int:
         print(f"dsort: FAILED: {e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print("dsort: interrupted; nothing was written at OUTPUT", file=sys.stderr)
+        print(f"dsort: interrupted{nothing}", file=sys.stderr)
         return 130
+    except SystemExit as e:
+        if e.code != 128 + signal.SIGTERM:
+            raise
+        print(f"dsort: terminated (SIGTERM){nothing}", file=sys.stderr)
+        return e.code
     except OSError as e:  # a full disk, a file that vanished, a permission: one line, not a traceback
         where = f": {e.filename}" if getattr(e, "filename", None) else ""
-        print(f"dsort: error: {e.strerror or e}{where}; nothing was written at OUTPUT", file=sys.stderr)
+        print(f"dsort: error: {e.strerror or e}{where}{nothing}", file=sys.stderr)
         return 2
     except Exception as e:
         from distributed.scheduler import KilledWorker
 
         if not isinstance(e, KilledWorker):
             raise
-        print(f"dsort: FAILED: workers died running the sort ({e}); out of memory? raise --memory-limit or lower "
-              "--chunk-size. Nothing was written at OUTPUT.", file=sys.stderr)
+        print(f"dsort: FAILED: workers died running the {args.command} ({e}); out of memory? raise --memory-limit or "
+              f"lower --chunk-size{nothing}", file=sys.stderr)
         return 1
 
 

@@ -475,7 +475,24 @@ def test_interrupted_sort_leaves_nothing_at_output(tmp_path, sig):
     time.sleep(0.5)
     p.send_signal(sig)
     text = p.communicate(timeout=60)[0]
-    assert p.returncode != 0, text
+    assert p.returncode == 128 + sig, text
+    last = text.strip().splitlines()[-1]
+    assert last == f"dsort: {'interrupted' if sig == signal.SIGINT else 'terminated (SIGTERM)'}; nothing was written at OUTPUT", text
+    assert "Traceback" not in text, text
+    assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.4, 1.2])
+def test_sigterm_at_any_moment_ends_the_run_promptly(tmp_path, delay):
+    """From start-up to the merges: exit 143 within seconds, never a traceback, nothing left."""
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 500_000, src)
+    p = _dsort_process("sort", src, out, "--cpu", "--chunk-size", "1MB")
+    time.sleep(delay)
+    p.send_signal(signal.SIGTERM)
+    text = p.communicate(timeout=30)[0]
+    assert p.returncode in (143, -signal.SIGTERM), text  # -15: before dsort's own handler was in place
+    assert "Traceback" not in text and text.count("dsort: terminated") <= 1, text
     assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
 
 
