@@ -23,7 +23,7 @@ from dask.utils import format_bytes, parse_bytes
 
 from . import check as C
 from .io import InputError
-from .service import CheckFailed  # exit status 1
+from .service import JobFailed  # exit status 1 (a failed check too)
 
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -401,8 +401,8 @@ def main(argv=None) -> int:
     except InputError as e:
         print(f"dsort: error: {e}", file=sys.stderr)
         return 2
-    except CheckFailed as e:
-        print(f"dsort: FAILED: {e}", file=sys.stderr)
+    except JobFailed as e:
+        print(f"dsort: FAILED: {e}{nothing if 'nothing was written' not in str(e) else ''}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print(f"dsort: interrupted{nothing}", file=sys.stderr)

@@ -49,8 +49,15 @@ class LimitError(InputError):
     """A cluster option or limit that cannot work (exit status 2, like bad input)."""
 
 
-class CheckFailed(Exception):
+class JobFailed(Exception):
+    """The job could not finish: the cluster lost its workers (exit status 1, like a failed check)."""
+
+
+class CheckFailed(JobFailed):
     """The output's record count or checksum differs from the input's, or it is out of order."""
+
+
+NO_WORKERS_TIMEOUT = 30  # seconds a running cluster may have no workers before a job gives up (dsort.no-workers-timeout)
 
 
 @dataclass
@@ -304,14 +311,49 @@ def _compute_client(client, dsk, keys, progress: bool):
 
     futures = client.get(dsk, keys, sync=False)
     flat = [f for group in futures for f in group]
+    lost = _watch_workers(client, flat)
     try:
         if progress:
             progress_bars(flat, client)
         wait(flat)
+        if lost:
+            raise JobFailed(lost[0])
         return client.gather(futures)
-    except BaseException:
+    except BaseException as e:
         client.cancel(flat)
+        if lost and not isinstance(e, (KeyboardInterrupt, SystemExit)):
+            raise JobFailed(lost[0]) from None
         raise
+    finally:
+        lost.append(None)  # ends the watch
+
+
+def _watch_workers(client, futures) -> list:
+    """Watch the cluster while ``futures`` run: when it has had no workers for
+    ``dsort.no-workers-timeout`` seconds (all lost, say, with no nanny to restart them), cancel the
+    futures (so nothing waits forever) and put the reason in the returned list."""
+    import dask
+
+    limit = float(dask.config.get("dsort.no-workers-timeout", NO_WORKERS_TIMEOUT))
+    state: list = []
+
+    def watch():
+        since = None
+        while not state:
+            time.sleep(min(1.0, limit / 4))
+            try:
+                workers = len(client.scheduler_info()["workers"])
+            except Exception:  # the client is closing: the job is over
+                return
+            since = None if workers else since or time.monotonic()
+            if since is not None and time.monotonic() - since >= limit and not state:
+                state.append(f"the cluster at {client.scheduler.address} has had no workers for {limit:.0f} s (lost, with no "
+                             "nanny to restart them?)")
+                client.cancel(futures)
+                return
+
+    threading.Thread(target=watch, name="dsort-watch-workers", daemon=True).start()
+    return state
 
 
 # -- the service ------------------------------------------------------------------------------------

@@ -482,12 +482,12 @@ def test_interrupted_sort_leaves_nothing_at_output(tmp_path, sig):
     assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
 
 
-@pytest.mark.parametrize("delay", [0.0, 0.4, 1.2])
+@pytest.mark.parametrize("delay", [0.0, 0.5, 1.5])
 def test_sigterm_at_any_moment_ends_the_run_promptly(tmp_path, delay):
     """From start-up to the merges: exit 143 within seconds, never a traceback, nothing left."""
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
-    dsort("gen", "records", 500_000, src)
-    p = _dsort_process("sort", src, out, "--cpu", "--chunk-size", "1MB")
+    dsort("gen", "records", 3_000_000, src)  # several seconds of sorting
+    p = _dsort_process("sort", src, out, "--cpu", "--chunk-size", "4MB")
     time.sleep(delay)
     p.send_signal(signal.SIGTERM)
     text = p.communicate(timeout=30)[0]
@@ -520,6 +520,50 @@ def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
         np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
         p = _dsort_process("check", out, "--scheduler", address)
         assert p.communicate(timeout=60)[0].count("SUCCESS") == 1 and p.returncode == 0
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_losing_the_last_worker_without_a_nanny_fails_in_bounded_time(tmp_path):
+    """A worker started with --no-nanny is not restarted: when the cluster has had no workers for
+    dsort.no-workers-timeout seconds, the sort fails in one line (exit 1) instead of waiting forever."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    bindir = Path(PY).parent
+    dask_cmd = [str(bindir / "dask")] if (bindir / "dask").exists() else [PY, "-m", "dask"]
+    procs = [subprocess.Popen([*dask_cmd, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    try:
+        worker = subprocess.Popen([*dask_cmd, "worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
+                                   "--no-nanny", "--memory-limit", "1GB"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        procs.append(worker)
+        from distributed import Client
+
+        with Client(address, timeout="60s") as c:
+            c.wait_for_workers(1, timeout=60)
+        src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+        dsort("gen", "records", 400_000, src)
+        env = dict(os.environ, DASK_DSORT__NO_WORKERS_TIMEOUT="3")
+        p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "1MB", env=env)
+        procs.append(p)  # ended too if it hangs
+        deadline = time.time() + 60
+        while not any(n.startswith(".out.bin.dsort-runs") for n in os.listdir(tmp_path)):  # the runs have started
+            assert p.poll() is None and time.time() < deadline, p.stdout.read() if p.poll() is not None else "timeout"
+            time.sleep(0.05)
+        worker.kill()
+        t = time.time()
+        text = p.communicate(timeout=60)[0]
+        assert time.time() - t < 30, text
+        assert p.returncode == 1, text
+        assert text.strip().splitlines()[-1].startswith("dsort: FAILED: the cluster at") and "no workers for 3 s" in text, text
+        assert "Traceback" not in text and "nothing was written at OUTPUT" in text, text
+        assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
     finally:
         for p in reversed(procs):
             p.terminate()
