@@ -133,6 +133,30 @@ def test_a_full_disk_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     assert os.listdir(tmp_path) == ["in.bin"]
 
 
+def test_a_full_local_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """Runs that do not fit in memory go to --local-directory; when that disk is full the sort
+    stops at once with one line (it used to stall), leaving neither output nor runs."""
+    from dsort import runs
+    from dsort.cli import main
+
+    written = []
+
+    def full(path, rows):
+        written.append(path)
+        raise OSError(28, "No space left on device", str(path))
+
+    monkeypatch.setattr(runs, "write_file", full)
+    src, spill = tmp_path / "in.bin", tmp_path / "spill"
+    spill.mkdir()
+    gen.records(100_000, src)
+    assert main(["sort", str(src), str(tmp_path / "out.bin"), "--cpu", "--memory-limit", "8MB", "--chunk-size", "1MB",
+                 "--local-directory", str(spill)]) == 2
+    err = capsys.readouterr().err
+    assert written, "the runs should have gone to disk"
+    assert "No space left on device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert sorted(os.listdir(tmp_path)) == ["in.bin", "spill"] and os.listdir(spill) == []
+
+
 def test_a_worker_killed_mid_job_costs_only_a_recomputation(tmp_path):
     """On a cluster with nannies, a worker killed while the runs are being written: its tasks run
     again elsewhere (runs are files every worker can read, rewritten whole), and the output is
