@@ -30,6 +30,7 @@ from dask.array.utils import meta_from_array
 
 from . import engine as engines
 from .engine import keys as K
+from . import external
 from .graph import DEVICES, STRATEGIES, sort_graph
 
 
@@ -73,7 +74,7 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if device not in DEVICES:
         raise ValueError(f"device must be None (each chunk's own engine) or 'gpu', got {device!r}")
-    one_process, memory = _where()
+    one_process, memory = external.where_it_runs()
     if strategy == "auto" and isinstance(keys._meta, np.ndarray):
         nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))
         if nbytes > memory // 4:
@@ -85,28 +86,6 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
         budget = 0 if memory_limit == 0 else parse_size(memory_limit, memory, "memory_limit")  # 0: runs on disk only
         budget = memory // 4 if budget is None else budget
     return dict(strategy=strategy, local_directory=local_directory, host_budget=budget)
-
-
-def _where() -> tuple[bool, int]:
-    """``(one process, bytes of memory)``: whether the graph will run in this process (dask's
-    threaded or synchronous scheduler; runs may then stay in its memory), and the memory there
-    (the available memory, or the distributed workers' limits together)."""
-    import dask
-    import psutil
-
-    available = psutil.virtual_memory().available
-    scheduler = dask.config.get("scheduler", None)
-    if scheduler in ("threads", "threading", "sync", "synchronous", "single-threaded"):
-        return True, available
-    if scheduler in ("processes", "multiprocessing"):
-        return False, available
-    try:
-        from distributed import default_client
-
-        workers = default_client().scheduler_info()["workers"].values()
-    except (ImportError, ValueError):
-        return True, available
-    return False, sum(w.get("memory_limit") or available for w in workers) or available
 
 
 def _chunk_type(x, what):

@@ -173,11 +173,15 @@ def _assemble(meta, n, *taken):
     return out.iloc[inverse]
 
 
-def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, widths=None, strategy="auto"):
+def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, widths=None, strategy="auto", local_directory=None,
+                memory_limit="auto"):
     """Sort a dask dataframe by ``by`` (a column name or a list), like pandas' stable
     ``sort_values``: see the module docstring. ``lengths``: the partitions' row counts if known
     (else computed, one pass); ``widths``: :func:`max_string_widths` of the string ``by`` columns
-    if known (else computed, one pass). Returns a lazy dask dataframe partitioned like ``df``."""
+    if known (else computed, one pass). Returns a lazy dask dataframe partitioned like ``df``.
+
+    ``strategy="external"``: for frames bigger than memory (:func:`sort_values_external`); the
+    output partitions are then balanced to within one row, and ``lengths`` is not needed."""
     import dask
     import dask.array as da
     import dask.dataframe as dd
@@ -190,6 +194,9 @@ def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, wid
     missing = [c for c in by if c not in df.columns]
     if missing:
         raise KeyError(f"no column {', '.join(map(repr, missing))}; the columns are {', '.join(map(str, df.columns))}")
+    if strategy == "external":
+        return sort_values_external(df, by, ascending, na_position, widths=widths, local_directory=local_directory,
+                                    memory_limit=memory_limit)
     parts = df.to_delayed(optimize_graph=False)
     if lengths is None:
         lengths = dask.compute(*[delayed(len)(p) for p in parts])
@@ -211,4 +218,47 @@ def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, wid
         pieces = delayed(_split, pure=True)(pj, offsets, dask_key_name=(f"dsort-df-split-{tok}", j))
         taken = [delayed(_take, pure=True)(p, pieces, i, dask_key_name=(f"dsort-df-gather-{tok}", i, j)) for i, p in enumerate(parts)]
         out.append(delayed(_assemble, pure=True)(meta, lengths[j], *taken, dask_key_name=(f"dsort-df-assemble-{tok}", j)))
+    return dd.from_delayed(out, meta=meta, verify_meta=False)
+
+
+def sort_values_external(df, by, ascending=True, na_position="last", *, widths=None, npartitions=None, local_directory=None,
+                         memory_limit="auto"):
+    """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
+    is sorted by its encoded keys into a run (its rows an Arrow IPC file under ``local_directory``,
+    its keys in the run store, in memory up to ``memory_limit``), the exact cuts of every output
+    partition come from the keys alone, and each output partition reads its slices of the runs and
+    merges them (:mod:`dsort.external`), so ``sort_values_external(df, ...).to_parquet(path)`` never
+    holds the frame. ``npartitions`` output partitions (default: the input's), balanced to within
+    one row; the runs are removed once every output partition is made. String sort columns need one
+    pass first for their widths (unless ``widths`` gives them)."""
+    import functools
+
+    import dask.dataframe as dd
+    from dask.base import tokenize
+    from dask.delayed import delayed
+
+    from . import external
+    from . import runs as R
+
+    by, ascending = _normalize(by, ascending)
+    meta = df._meta
+    parts = df.to_delayed(optimize_graph=False)
+    if widths is None:
+        widths = max_string_widths(parts, string_columns(meta, by))
+    encode = functools.partial(encode_keys, by=by, ascending=ascending, na_position=na_position, widths=widths)
+    width = encode(meta.iloc[:0]).shape[1]  # also checks the columns' types, before any work
+    one_process, memory = external.where_it_runs()
+    budget = 0
+    if one_process:
+        from .service import parse_size
+
+        budget = 0 if memory_limit == 0 else parse_size(memory_limit, memory, "memory_limit")
+        budget = memory // 4 if budget is None else budget
+    tok = tokenize(df, by, ascending, na_position, widths, npartitions, "external")
+    job = external.FrameJob(R.Layout(width, width), encode, int(npartitions or df.npartitions), 256,
+                            external.store_config(tok, width, local_directory, budget))
+    runs = [delayed(external.frame_run, pure=True)(job, i, p, dask_key_name=(f"dsort-run-{tok}", i)) for i, p in enumerate(parts)]
+    cut = delayed(external.frame_cuts, pure=True)(job, *runs, dask_key_name=f"dsort-cuts-{tok}")
+    out = [delayed(external.frame_merge, pure=True)(job, cut, t, meta, dask_key_name=(f"dsort-merge-{tok}", t))
+           for t in range(job.partitions)]
     return dd.from_delayed(out, meta=meta, verify_meta=False)

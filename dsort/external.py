@@ -146,6 +146,28 @@ def output_tasks(merges, outputs, host: bool) -> dict:
     return dsk
 
 
+def where_it_runs() -> tuple[bool, int]:
+    """``(one process, bytes of memory)``: whether the graph will run in this process (dask's
+    threaded or synchronous scheduler; runs may then stay in its memory), and the memory there
+    (the available memory, or the distributed workers' limits together)."""
+    import dask
+    import psutil
+
+    available = psutil.virtual_memory().available
+    scheduler = dask.config.get("scheduler", None)
+    if scheduler in ("threads", "threading", "sync", "synchronous", "single-threaded"):
+        return True, available
+    if scheduler in ("processes", "multiprocessing"):
+        return False, available
+    try:
+        from distributed import default_client
+
+        workers = default_client().scheduler_info()["workers"].values()
+    except (ImportError, ValueError):
+        return True, available
+    return False, sum(w.get("memory_limit") or available for w in workers) or available
+
+
 def store_config(token: str, row_bytes: int, local_directory, host_budget: int) -> R.StoreConfig:
     """The run store of one sort: ``host_budget`` bytes in memory (0: files only), files in a new
     directory under ``local_directory``, removed by the last merge or, failing that, when this
@@ -157,3 +179,105 @@ def store_config(token: str, row_bytes: int, local_directory, host_budget: int) 
     directory = str(base / f"{PREFIX}-{os.getpid()}-{token[:16]}")
     atexit.register(R.drop, token, directory)
     return R.StoreConfig(token, directory, row_bytes, host_budget, 0)
+
+
+# -- dataframes -------------------------------------------------------------------------------------
+#
+# Rows of a dataframe vary in width, so a partition's run is two things: its sorted rows in a file
+# of pickled blocks of BLOCK_ROWS rows (pickle keeps every pandas dtype, the index and the column
+# labels as they are; a slice reads only the blocks it overlaps), and its sort keys (fixed-width byte
+# rows whose unsigned order is the wanted order) in the run store, where the cuts and merges find
+# them as for arrays.
+
+BLOCK_ROWS = 1 << 16
+
+
+@dataclass(frozen=True)
+class FrameJob:
+    """What the tasks of one external dataframe sort need (see :class:`ArrayJob`)."""
+
+    layout: R.Layout  # the byte keys
+    encode: object  # pandas partition -> its keys as byte rows (n, layout.key_bytes)
+    partitions: int  # output partitions, balanced to within one row
+    spacing: int
+    store: R.StoreConfig
+    range_rows: tuple = ()  # set by the cuts task, once the runs' sizes are known
+    descending: bool = False  # the byte keys carry the order: always ascending here
+    na_position: str = "last"
+
+
+def _rows_path(job: FrameJob, p: int) -> str:
+    return os.path.join(job.store.directory, f"frame-{p:06d}.pickles")
+
+
+def frame_run(job: FrameJob, p: int, part) -> R.Run:
+    """Partition ``p``: its keys, a stable sort of its rows by them, the rows written in blocks
+    beside the run store's files (the blocks' byte offsets last), the keys kept as run ``p``."""
+    import pickle
+
+    from .engine import numpy_engine
+
+    keys = np.ascontiguousarray(job.encode(part))
+    order = numpy_engine.argsort(keys)
+    rows = part.iloc[order]
+    os.makedirs(job.store.directory, exist_ok=True)
+    offsets = [0]
+    with open(_rows_path(job, p), "wb") as f:
+        for b in range(0, len(rows), BLOCK_ROWS):
+            f.write(pickle.dumps(rows.iloc[b : b + BLOCK_ROWS], protocol=5))
+            offsets.append(f.tell())
+        f.write(np.asarray(offsets, "<i8").tobytes())
+        f.write(np.int64(len(offsets)).tobytes())
+    keys = keys[order]
+    return R.store(job.store).put(p, keys, sample=keys[:: job.spacing].copy())
+
+
+def _read_rows(path: str, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of a run's rows file: the blocks they lie in, unpickled, then cut."""
+    import pickle
+
+    with open(path, "rb") as f:
+        f.seek(-8, os.SEEK_END)
+        count = int(np.frombuffer(f.read(8), "<i8")[0])
+        f.seek(-8 - 8 * count, os.SEEK_END)
+        offsets = np.frombuffer(f.read(8 * count), "<i8")
+        first, last = lo // BLOCK_ROWS, (hi - 1) // BLOCK_ROWS
+        f.seek(offsets[first])
+        data = f.read(int(offsets[last + 1] - offsets[first]))
+    blocks, at = [], 0
+    for b in range(first, last + 1):
+        size = int(offsets[b + 1] - offsets[b])
+        blocks.append(pickle.loads(data[at : at + size]))
+        at += size
+    import pandas as pd
+
+    rows = blocks[0] if len(blocks) == 1 else pd.concat(blocks)
+    return rows.iloc[lo - first * BLOCK_ROWS : hi - first * BLOCK_ROWS]
+
+
+def frame_cuts(job: FrameJob, *runs):
+    """The cuts of ``job.partitions`` balanced output partitions, and those partitions' sizes."""
+    from dataclasses import replace
+
+    total = sum(r.rows for r in runs)
+    k, extra = divmod(total, job.partitions)
+    sizes = tuple(k + (i < extra) for i in range(job.partitions))
+    return F.cut_runs(replace(job, range_rows=sizes), list(runs))
+
+
+def frame_merge(job: FrameJob, cut, t: int, meta):
+    """Output partition ``t``: its slices of every partition's sorted rows, merged by their keys."""
+    import pandas as pd
+
+    bounds, runs = cut
+    store = R.store(job.store)
+    pieces = [(q, run, int(bounds[t, q]), int(bounds[t + 1, q])) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+    if not pieces:
+        R.finish(job.store, t, job.partitions)
+        return meta.iloc[:0]
+    keys = [np.ascontiguousarray(store.read(run, lo, hi)) for _, run, lo, hi in pieces]
+    frames = [_read_rows(_rows_path(job, q), lo, hi) for q, _, lo, hi in pieces]
+    _, order = chunk.merge_order(keys, False, "last")
+    out = (frames[0] if len(frames) == 1 else pd.concat(frames)).iloc[order]
+    R.finish(job.store, t, job.partitions)
+    return out

@@ -438,7 +438,7 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
     try:
         if fmt == "parquet":
             return _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit,
-                                 cpu, progress, stream, clock, startup)
+                                 local_directory, progress, stream, clock, startup)
         return _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
                            threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, clock, startup)
     finally:
@@ -590,10 +590,15 @@ class _Null:
         return False
 
 
-def _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit, cpu,
-                  progress, stream, clock, startup):
+PARQUET_IN_MEMORY = 8  # bytes of memory a byte of Parquet may take in the in-memory sort (decoded, pandas, copies)
+
+
+def _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit,
+                  local_directory, progress, stream, clock, startup):
     """Parquet rows by columns: the dataframe sort (:func:`dsort.dataframe.sort_values`) over row
-    groups, one part per row group, on the embedded threads or the cluster."""
+    groups, on the embedded threads or the cluster: in memory (one part per row group) where
+    ``PARQUET_IN_MEMORY`` times the files fit the memory, else through runs under
+    ``local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
     import dask
 
     from . import io
@@ -602,11 +607,18 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
     t0 = clock[0]
     res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True) if client is None else None
     where = res.described if res else f"the cluster at {client.scheduler.address}"
+    if res:
+        memory = res.host_budget
+    else:
+        workers = client.scheduler_info()["workers"].values()
+        memory = sum(w.get("memory_limit") or _mem_available() for w in workers) or _mem_available()
+    external = sum(Path(f).stat().st_size for f in files) * PARQUET_IN_MEMORY > memory
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
         try:
-            job = parquet.sort_job(files, tmp, by=by, descending=descending)
+            job = parquet.sort_job(files, tmp, by=by, descending=descending, external=external,
+                                   local_directory=local_directory or out.parent)
             print(f"sorting {job.records:,} parquet rows ({_fmt(job.nbytes)}) from {input} into {out}", file=stream)
-            print(f"on {where}", file=stream)
+            print(f"on {where}" + ("; through runs on disk (more than fits in memory)" if external else ""), file=stream)
             if job.records:
                 if client is None:
                     in_parts, out_parts = dask.compute(job.inputs, job.outputs, scheduler="threads", num_workers=res.threads)

@@ -1,6 +1,7 @@
 """The ``dsort`` command line end to end: gen, sort, check, demo; bad input; interruptions;
 a cluster of separate processes. Results are compared with NumPy's and pandas' stable sorts."""
 
+import contextlib
 import os
 import signal
 import socket
@@ -137,12 +138,19 @@ def _parquet_input(tmp_path, n=6000):
     return src, df
 
 
+@pytest.mark.parametrize("through", ["memory", "runs"])
 @pytest.mark.parametrize("by,descending", [(["k"], False), (["name", "f"], True)])
-def test_sort_parquet(tmp_path, scheduler, capsys, by, descending):
+def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through, monkeypatch):
+    """In memory, and through runs on disk (what data bigger than memory takes): the same rows."""
+    from dsort import service
+
+    if through == "runs":
+        monkeypatch.setattr(service, "PARQUET_IN_MEMORY", 1 << 40)
     src, df = _parquet_input(tmp_path)
     out = tmp_path / "sorted"
     flags = ["--descending"] if descending else []
     assert dsort("sort", src, out, "--by", ",".join(by), "--scheduler", scheduler, *flags) == 0
+    assert ("through runs on disk" in capsys.readouterr().out) == (through == "runs")
     expected = df
     for c in reversed(by):  # a lexicographic stable sort, one column at a time
         expected = expected.sort_values(c, ascending=not descending, kind="stable", na_position="last")
@@ -496,30 +504,26 @@ def test_sigterm_at_any_moment_ends_the_run_promptly(tmp_path, delay):
     assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
 
 
-def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
+@contextlib.contextmanager
+def _process_cluster(*worker_options, workers=2):
+    """A dask scheduler and ``workers`` worker processes on loopback (``dask worker`` with
+    ``worker_options``): ``(address, [worker Popen, ...])``; every process started here is ended
+    (by its own handle) when the block ends, and ``procs`` of the caller may join them."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     bindir = Path(PY).parent
-    dask_cmd = [str(bindir / "dask")] if (bindir / "dask").exists() else [PY, "-m", "distributed.cli.dask_spec"]
+    dask_cmd = [str(bindir / "dask")] if (bindir / "dask").exists() else [PY, "-m", "dask"]
     procs = [subprocess.Popen([*dask_cmd, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
     try:
-        for _ in range(2):
+        for _ in range(workers):
             procs.append(subprocess.Popen([*dask_cmd, "worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
-                                           "--memory-limit", "1GB"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                                           "--memory-limit", "1GB", *worker_options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         from distributed import Client
 
         with Client(address, timeout="60s") as c:
-            c.wait_for_workers(2, timeout=60)
-        src, out = tmp_path / "in.bin", tmp_path / "out.bin"
-        dsort("gen", "records", 40_000, src)
-        p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "500kB")
-        text = p.communicate(timeout=120)[0]
-        assert p.returncode == 0, text
-        assert f"the cluster at {address}: 2 workers, 2 threads" in text
-        np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
-        p = _dsort_process("check", out, "--scheduler", address)
-        assert p.communicate(timeout=60)[0].count("SUCCESS") == 1 and p.returncode == 0
+            c.wait_for_workers(workers, timeout=60)
+        yield address, procs
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -530,23 +534,24 @@ def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
                 p.kill()
 
 
+def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
+    with _process_cluster() as (address, _):
+        src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+        dsort("gen", "records", 40_000, src)
+        p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "500kB")
+        text = p.communicate(timeout=120)[0]
+        assert p.returncode == 0, text
+        assert f"the cluster at {address}: 2 workers, 2 threads" in text
+        np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+        p = _dsort_process("check", out, "--scheduler", address)
+        assert p.communicate(timeout=60)[0].count("SUCCESS") == 1 and p.returncode == 0
+
+
 def test_losing_the_last_worker_without_a_nanny_fails_in_bounded_time(tmp_path):
     """A worker started with --no-nanny is not restarted: when the cluster has had no workers for
     dsort.no-workers-timeout seconds, the sort fails in one line (exit 1) instead of waiting forever."""
-    port = _free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    bindir = Path(PY).parent
-    dask_cmd = [str(bindir / "dask")] if (bindir / "dask").exists() else [PY, "-m", "dask"]
-    procs = [subprocess.Popen([*dask_cmd, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
-    try:
-        worker = subprocess.Popen([*dask_cmd, "worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
-                                   "--no-nanny", "--memory-limit", "1GB"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs.append(worker)
-        from distributed import Client
-
-        with Client(address, timeout="60s") as c:
-            c.wait_for_workers(1, timeout=60)
+    with _process_cluster("--no-nanny", workers=1) as (address, procs):
+        worker = procs[1]
         src, out = tmp_path / "in.bin", tmp_path / "out.bin"
         dsort("gen", "records", 400_000, src)
         env = dict(os.environ, DASK_DSORT__NO_WORKERS_TIMEOUT="3")
@@ -564,14 +569,6 @@ def test_losing_the_last_worker_without_a_nanny_fails_in_bounded_time(tmp_path):
         assert text.strip().splitlines()[-1].startswith("dsort: FAILED: the cluster at") and "no workers for 3 s" in text, text
         assert "Traceback" not in text and "nothing was written at OUTPUT" in text, text
         assert sorted(os.listdir(tmp_path)) == ["in.bin"], text
-    finally:
-        for p in reversed(procs):
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                p.kill()
 
 
 def test_ucx_is_for_gpu_clusters(tmp_path, capsys):

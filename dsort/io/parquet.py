@@ -150,8 +150,11 @@ def _write(df, path, by, ascending, na_position, widths, schema):
     return s
 
 
-def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last") -> SortJob:
-    """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``."""
+def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last", external: bool = False,
+             local_directory=None) -> SortJob:
+    """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``.
+    ``external``: through runs under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`),
+    in memory bounded by a row group, not the data; the parts are then balanced to within one row."""
     from ..dataframe import max_string_widths, sort_values, string_columns
 
     df, lens, schema = read(files)
@@ -184,7 +187,10 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
         return job
     parts = df.to_delayed(optimize_graph=False)
     widths = max_string_widths(parts, string_columns(df._meta, by))
-    out = sort_values(df, by, ascending, na_position, lengths=lens, widths=widths)
+    if external:
+        out = sort_values(df, by, ascending, na_position, widths=widths, strategy="external", local_directory=local_directory)
+    else:
+        out = sort_values(df, by, ascending, na_position, lengths=lens, widths=widths)
     job.inputs = per_block("dsort-checksum-input", _tally, parts)
     job.outputs = per_block(
         "dsort-write", _write, out.to_delayed(optimize_graph=False), each([str(tmp / p) for p in names]), by, ascending, na_position, widths, schema
