@@ -210,14 +210,17 @@ def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, wid
     width = probe.shape[1]
     tok = tokenize(df, by, ascending, na_position, widths)
     enc = [delayed(encode_keys, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(f"dsort-encode-{tok}", i)) for i, p in enumerate(parts)]
-    keys = da.concatenate([da.from_delayed(e, (n, width), dtype=np.uint8) for e, n in zip(enc, lengths)])
+    # The keys' chunks are the non-empty partitions (da.concatenate drops empty arrays); output
+    # partition j, of the input's length, takes the next chunk of the order, an empty one nothing.
+    nonempty = [j for j, n in enumerate(lengths) if n]
+    keys = da.concatenate([da.from_delayed(enc[j], (lengths[j], width), dtype=np.uint8) for j in nonempty])
     perm = argsort(keys, strategy=strategy)
     offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    out = []
-    for j, pj in enumerate(perm.to_delayed(optimize_graph=False).ravel()):
+    out = [delayed(meta.iloc[:0]) for _ in lengths]
+    for j, pj in zip(nonempty, perm.to_delayed(optimize_graph=False).ravel()):
         pieces = delayed(_split, pure=True)(pj, offsets, dask_key_name=(f"dsort-df-split-{tok}", j))
         taken = [delayed(_take, pure=True)(p, pieces, i, dask_key_name=(f"dsort-df-gather-{tok}", i, j)) for i, p in enumerate(parts)]
-        out.append(delayed(_assemble, pure=True)(meta, lengths[j], *taken, dask_key_name=(f"dsort-df-assemble-{tok}", j)))
+        out[j] = delayed(_assemble, pure=True)(meta, lengths[j], *taken, dask_key_name=(f"dsort-df-assemble-{tok}", j))
     return dd.from_delayed(out, meta=meta, verify_meta=False)
 
 

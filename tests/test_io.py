@@ -316,6 +316,24 @@ def _reference(df, by, ascending, na_position="last"):
     return df
 
 
+@pytest.mark.parametrize("strategy", ["auto", "external"])
+@pytest.mark.parametrize("keep", ["middle", "leading", "trailing", "none", "one"])
+def test_sort_values_with_empty_partitions(rng, strategy, keep, tmp_path):
+    """A filtered frame has empty partitions anywhere: the result has as many partitions, rows
+    equal pandas', nothing raised (the in-memory sort used to fail on them, or drop them)."""
+    df = _frame(rng, 400)
+    kept = {"middle": [0, 3, 5], "leading": [2, 3], "trailing": [0, 1], "none": [], "one": [4]}[keep]
+    ddf = dd.from_pandas(df, npartitions=6, sort=False)
+    ddf = ddf.map_partitions(lambda part, partition_info=None: part if partition_info["number"] in kept else part.iloc[:0], meta=ddf._meta)
+    out = sort_values(ddf, ["s", "f"], ascending=[True, False], strategy=strategy, local_directory=tmp_path)
+    assert out.npartitions == 6
+    got = out.compute(scheduler="sync")
+    expected = _reference(ddf.compute(scheduler="sync"), ["s", "f"], [True, False])
+    np.testing.assert_array_equal(got["row"].to_numpy(), expected["row"].to_numpy())
+    if strategy == "auto":  # the input's partition lengths
+        assert list(out.map_partitions(len).compute(scheduler="sync")) == list(ddf.map_partitions(len).compute(scheduler="sync"))
+
+
 def test_sort_values_on_a_dask_dataframe(rng):
     df = _frame(rng, 5000)
     ddf = dd.from_pandas(df, npartitions=5, sort=False)
