@@ -118,25 +118,31 @@ def _sync(gpu):
 
 def run_task(job: Job, i: int):
     """Read input block ``i``, sort it, keep it as run ``i``: ``(Run, input Summary, stage times)``."""
-    path, offset, n = job.blocks[i]
-    lay, gpu = job.layout, job.gpu_for(i)
+    gpu = job.gpu_for(i)
     watch = Stopwatch()
     with _on(gpu, job):
-        if gpu is None:
-            rows = R.read_file(path, offset, n, lay.row_bytes)
-            watch.lap("read")
-        else:
-            fd = os.open(path, os.O_RDONLY)
-            try:
-                rows = dev.upload(n * lay.row_bytes, lambda buf, off: R.pread_into(fd, buf, offset + off), gpu).reshape(n, lay.row_bytes)
-            finally:
-                os.close(fd)
-            watch.lap("read + copy in")
-        summary = C.Summary(records=n, checksum=C.exact_sum(C.crc32_rows(rows)), bytes=n * lay.row_bytes)
-        _sync(gpu)
-        watch.lap("checksum")
-        run = sort_and_keep(job, i, rows, watch, gpu)
+        run, summary = _make_run(job, i, watch, gpu)
     return run, summary, watch.times
+
+
+def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
+    """Run ``i`` made from input block ``i`` on ``gpu`` (the caller holds its slot there)."""
+    path, offset, n = job.blocks[i]
+    lay = job.layout
+    if gpu is None:
+        rows = R.read_file(path, offset, n, lay.row_bytes)
+        watch.lap("read")
+    else:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            rows = dev.upload(n * lay.row_bytes, lambda buf, off: R.pread_into(fd, buf, offset + off), gpu).reshape(n, lay.row_bytes)
+        finally:
+            os.close(fd)
+        watch.lap("read + copy in")
+    summary = C.Summary(records=n, checksum=C.exact_sum(C.crc32_rows(rows)), bytes=n * lay.row_bytes)
+    _sync(gpu)
+    watch.lap("checksum")
+    return sort_and_keep(job, i, rows, watch, gpu), summary
 
 
 def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
@@ -220,7 +226,10 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None):
     bounds, runs = cut
     lay = job.layout
     store = R.store(job.store)
-    slices = store.read_many([(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]], gpu)
+    # a run whose worker died after the cuts is made again here, from its input block (file sorts)
+    recover = (lambda q: _make_run(job, q, Stopwatch(), gpu)[0]) if isinstance(job, Job) else None
+    items = [(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+    slices = store.read_many(items, gpu, recover)
     _sync(gpu)
     watch.lap("read runs")
     if not slices:

@@ -25,6 +25,7 @@ import ctypes
 import os
 import shutil
 import threading
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -73,6 +74,7 @@ class Run:
     path: str | None = None
     device: int | None = None
     sample: object = field(default=None, repr=False, compare=False)  # keys at run positions 0, s, 2s, ... (NumPy)
+    worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class StoreConfig:
     row_bytes: int
     host_budget: int = 0
     device_budget: int = 0
+    local: bool = False  # on a dask cluster: runs on each worker's own local directory, read where they are
 
 
 class RunStore:
@@ -94,6 +97,14 @@ class RunStore:
         self._data: dict[int, object] = {}
         self._made_dir = False
         self._done: set[int] = set()
+        self.worker = self.directory = None
+        if config.local:
+            w = _this_worker()
+            if w is not None:
+                self.worker = w.address
+                self.directory = os.path.join(w.local_directory, f"dsort-runs-{config.job}")
+        self.directory = self.directory or config.directory
+        self.recovered: dict[int, Run] = {}  # runs of lost workers, sorted again here
 
     # -- putting a run -------------------------------------------------------------------------
 
@@ -121,10 +132,10 @@ class RunStore:
             return Run(cfg.job, index, n, "host", sample=sample)
         path = self._path(index)
         write_file(path, rows)
-        return Run(cfg.job, index, n, "disk", path=str(path), sample=sample)
+        return Run(cfg.job, index, n, "disk", path=str(path), sample=sample, worker=self.worker)
 
     def _path(self, index: int) -> Path:
-        d = Path(self.config.directory)
+        d = Path(self.directory)
         if not self._made_dir:
             d.mkdir(parents=True, exist_ok=True)
             self._made_dir = True
@@ -137,16 +148,26 @@ class RunStore:
         A slice of a run held in memory may be a view: read it, never write it."""
         return self.read_many([(run, lo, hi)], gpu)[0]
 
-    def read_many(self, items, gpu: int | None = None) -> list:
+    def read_many(self, items, gpu: int | None = None, recover=None) -> list:
         """Rows ``[lo, hi)`` of several runs (``items``: ``(run, lo, hi)``), as :meth:`read` gives
-        them. To a GPU, every slice not already there travels in one stream of staging pieces."""
+        them. To a GPU, every slice not already there travels in one stream of staging pieces.
+        Slices of runs on another worker's disk are read there and only they travel; a run whose
+        worker is gone is made again here by ``recover(index) -> Run`` (its block sorted again)."""
         rb = self.config.row_bytes
         out: list = [None] * len(items)
         segments = []  # (item, run, first byte in the run, bytes, first byte in the upload)
         total = 0
+        fetched = self._fetch_remote(items, recover)
         for i, (run, lo, hi) in enumerate(items):
             lo, hi = int(lo), int(hi)
-            if run.tier == "disk" and gpu is None:
+            if i in fetched:
+                run, lo, hi = fetched[i], 0, hi - lo  # the slice itself, now in this process
+            if isinstance(run, np.ndarray) and gpu is None:
+                out[i] = run
+            elif isinstance(run, np.ndarray):
+                segments.append((i, run, 0, run.nbytes, total))
+                total += run.nbytes
+            elif run.tier == "disk" and gpu is None:
                 out[i] = read_file(run.path, lo * rb, hi - lo, rb)
             elif run.tier == "host" and gpu is None:
                 out[i] = self._data[run.index][lo:hi]
@@ -167,7 +188,9 @@ class RunStore:
                     a, b = max(off, at), min(end, at + size)
                     if a < b:
                         dst = buf[a - off : b - off]
-                        if run.tier == "host":
+                        if isinstance(run, np.ndarray):
+                            np.copyto(dst, run.reshape(-1)[first + a - at : first + b - at])
+                        elif run.tier == "host":
                             np.copyto(dst, self._data[run.index].reshape(-1)[first + a - at : first + b - at])
                         else:
                             with open(run.path, "rb", buffering=0) as f:
@@ -179,13 +202,83 @@ class RunStore:
                 out[i] = flat[at : at + size].reshape(size // rb, rb)
         return out
 
+    def _fetch_remote(self, items, recover) -> dict:
+        """``{item: NumPy rows}`` for the items whose run lies on another machine's disk (its file
+        is not visible here): one task on each such worker reads all of this task's slices there
+        (this task secedes meanwhile), so only the slices travel; runs of workers that are gone are
+        made again here first (``recover``), then read as local runs."""
+        import dask
+
+        everywhere = dask.config.get("dsort.read-runs-where-they-are", False)  # also where the files are visible
+        remote = {i: it for i, it in enumerate(items)
+                  if it[0].worker and it[0].worker != self.worker and (everywhere or not os.path.exists(it[0].path))}
+        if not remote:
+            return {}
+        from distributed import wait, worker_client
+
+        by_worker: dict = {}
+        for i, (run, lo, hi) in remote.items():
+            by_worker.setdefault(run.worker, []).append(i)
+        got = {}
+        with worker_client() as client:
+            alive = set(client.scheduler_info()["workers"])
+            futures = {
+                w: client.submit(read_slices, self.config, [(remote[i][0], int(remote[i][1]), int(remote[i][2])) for i in idx],
+                                 workers=[w], allow_other_workers=False, key=f"dsort-slices-{self.config.job}-{uuid.uuid4().hex}")
+                for w, idx in by_worker.items() if w in alive
+            }
+            while futures:
+                try:
+                    wait(list(futures.values()), timeout=10)
+                except TimeoutError:  # still running, or waiting for a worker that died: look again
+                    pass
+                alive = set(client.scheduler_info()["workers"])
+                for w, f in list(futures.items()):
+                    if f.status == "finished":
+                        got.update(zip(by_worker[w], f.result()))
+                    elif f.status == "error" or w not in alive:
+                        f.cancel()  # its worker died meanwhile: its runs are made again below
+                    else:
+                        continue
+                    del futures[w]
+        for i, (run, lo, hi) in remote.items():
+            if i not in got:
+                if recover is None:
+                    raise OSError(f"run {run.index} was on worker {run.worker}, which is gone")
+                with self._lock:
+                    again = self.recovered.get(run.index)
+                if again is None:
+                    again = recover(run.index)
+                    with self._lock:
+                        self.recovered.setdefault(run.index, again)
+                got[i] = self.read(again, lo, hi)
+        return got
+
     # -- the end ---------------------------------------------------------------------------------
 
     def close(self) -> None:
         """Free every run in memory and remove the run files."""
         self._data.clear()
         self._used = {"host": 0}
-        shutil.rmtree(self.config.directory, ignore_errors=True)
+        shutil.rmtree(self.directory, ignore_errors=True)
+        if self.directory != self.config.directory:
+            shutil.rmtree(self.config.directory, ignore_errors=True)
+
+
+def _this_worker():
+    """The dask worker running this task, or None (dask's local schedulers, the client)."""
+    try:
+        from distributed import get_worker
+
+        return get_worker()
+    except (ImportError, ValueError):
+        return None
+
+
+def read_slices(config: StoreConfig, items) -> list:
+    """Rows ``[lo, hi)`` of each ``(run, lo, hi)``, read by the worker whose disk holds the runs
+    (a task pinned there)."""
+    return store(config).read_many(items)
 
 
 # -- the stores of this process ------------------------------------------------------------------

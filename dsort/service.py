@@ -8,9 +8,9 @@ Where it runs:
   started: no scheduler, no worker processes, no transfers between them. Threads suffice because
   every heavy step (file I/O, NumPy and CuPy kernels, host-device copies) releases the GIL.
 * **A running cluster** (``scheduler=ADDRESS`` or ``client=``): the same graph on its workers,
-  which must see INPUT and OUTPUT (and the runs' directory, beside OUTPUT unless
-  ``local_directory`` names another) under the same paths. Runs are kept on disk there, so any
-  worker can read any run's slice.
+  which must see INPUT and OUTPUT under the same paths. Each worker keeps its runs on its own
+  disk (its dask local directory); a merge reads a run's file where it can see it, else asks the
+  worker holding it for the slices (:meth:`dsort.runs.RunStore.read_many`), so only slices travel.
 
 The limits, in dask's words, set the sizes: ``n_workers * threads_per_worker`` threads,
 ``memory_limit`` per worker (``n_workers`` of them share the job's host memory budget),
@@ -486,9 +486,9 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     if base != out.parent:
         io.remove_leftovers(base, out.name)
     runs_dir = base / f".{out.name}.dsort-runs-{os.getpid()}-{job_id[:8]}"
-    if client is not None:  # workers of a cluster keep runs on disk, where every worker can read them
+    if client is not None:  # workers of a cluster keep runs on their own disks; slices are read where they are
         host_runs = device_runs = 0
-    store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs)
+    store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=client is not None)
     blocks = F.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = plan.ranges(n, rows_per_range)
     print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
@@ -517,7 +517,8 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
                 else:
                     run_results, merge_results = _compute_client(client, dsk, [run_keys, merge_keys], progress)
                 for run, _, times in run_results:
-                    tiers[run.tier] = tiers.get(run.tier, 0) + 1
+                    tier = "workers' disks" if run.worker else run.tier
+                    tiers[tier] = tiers.get(tier, 0) + 1
                     _add(stages, times)
                 for _, times in merge_results:
                     _add(stages, times)
@@ -649,5 +650,6 @@ def format_report(r: SortReport) -> str:
         total = sum(r.stages.values()) or 1.0
         lines.append("stages (busy, all threads): " + ", ".join(f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in r.stages.items()))
     if r.runs:
-        lines.append("runs: " + ", ".join(f"{n} {'on GPU' if t == 'device' else 'in memory' if t == 'host' else 'on disk'}" for t, n in r.runs.items()))
+        where = {"device": "on GPU", "host": "in memory", "disk": "on disk"}
+        lines.append("runs: " + ", ".join(f"{n} {where.get(t, 'on ' + t)}" for t, n in r.runs.items()))
     return "\n".join(lines)

@@ -553,14 +553,16 @@ def test_losing_the_last_worker_without_a_nanny_fails_in_bounded_time(tmp_path):
     with _process_cluster("--no-nanny", workers=1) as (address, procs):
         worker = procs[1]
         src, out = tmp_path / "in.bin", tmp_path / "out.bin"
-        dsort("gen", "records", 400_000, src)
+        dsort("gen", "records", 2_000_000, src)  # seconds of work for the one worker
         env = dict(os.environ, DASK_DSORT__NO_WORKERS_TIMEOUT="3")
         p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "1MB", env=env)
         procs.append(p)  # ended too if it hangs
         deadline = time.time() + 60
-        while not any(n.startswith(".out.bin.dsort-runs") for n in os.listdir(tmp_path)):  # the runs have started
+        while not any(n.startswith(".out.bin.dsort-tmp") for n in os.listdir(tmp_path)):  # the job has started
             assert p.poll() is None and time.time() < deadline, p.stdout.read() if p.poll() is not None else "timeout"
             time.sleep(0.05)
+        time.sleep(0.5)
+        assert p.poll() is None, "the sort ended before its worker could be lost"
         worker.kill()
         t = time.time()
         text = p.communicate(timeout=60)[0]

@@ -7,6 +7,7 @@ import os
 import numpy as np
 import pandas as pd
 import pytest
+from pathlib import Path
 
 from dsort import gen
 from dsort.service import LimitError, sort_files
@@ -157,35 +158,94 @@ def test_a_full_local_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, ca
     assert sorted(os.listdir(tmp_path)) == ["in.bin", "spill"] and os.listdir(spill) == []
 
 
-def test_a_worker_killed_mid_job_costs_only_a_recomputation(tmp_path):
-    """On a cluster with nannies, a worker killed while the runs are being written: its tasks run
-    again elsewhere (runs are files every worker can read, rewritten whole), and the output is
-    the same stable sort, with no runs left."""
+def _on_cluster(tmp_path, kill_when=None, everywhere=False):
+    """Sort 300,000 skewed records with ``sort_files`` on a LocalCluster of two worker processes
+    with nannies; ``kill_when(client)``: SIGKILL the first worker once it says so. With
+    ``everywhere``, each worker reads the slices of the other's runs through it, as on two
+    machines. Checks the output against the reference and that no runs are left anywhere."""
     import signal
     import threading
     import time
 
-    from distributed import Client, LocalCluster
+    import dask
+    from distributed import Client, LocalCluster, get_task_stream
 
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(300_000, src, skew=True)
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with dask.config.set({"dsort.read-runs-where-they-are": everywhere}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
         pids = list(client.run(os.getpid).values())
         done = {}
         t = threading.Thread(target=lambda: done.update(r=sort_files(src, out, client=client, chunk_size=30_000, progress=False,
                                                                         stream=open(os.devnull, "w"))))
-        t.start()
-        deadline = time.time() + 60
-        while time.time() < deadline and t.is_alive():
-            runs = [p for p in tmp_path.glob(".out.bin.dsort-runs-*/run-*")]
-            if len(runs) >= 20:
-                os.kill(pids[0], signal.SIGKILL)
-                break
-            time.sleep(0.01)
-        killed = t.is_alive()
-        t.join(120)
-    assert killed, "the job ended before the worker could be killed: make it longer"
+        with get_task_stream(client) as stream:
+            t.start()
+            deadline = time.time() + 60
+            while kill_when and time.time() < deadline and t.is_alive():
+                if kill_when(client):
+                    os.kill(pids[0], signal.SIGKILL)
+                    break
+                time.sleep(0.01)
+            killed = t.is_alive()
+            t.join(120)
+        left = client.run(lambda dask_worker: [str(p) for p in Path(dask_worker.local_directory).rglob("dsort-runs-*")])
+    assert killed or not kill_when, "the job ended before the worker could be killed: make it longer"
     data = np.fromfile(src, np.uint8).reshape(-1, 100)
     np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
     assert done["r"].input_summary.checksum == done["r"].output_summary.checksum
     assert sorted(os.listdir(tmp_path)) == ["in.bin", "out.bin"]
+    assert not any(left.values()), left
+    return done["r"], [str(task["key"]) for task in stream.data]
+
+
+def _runs_on_workers(client) -> int:
+    return sum(client.run(lambda dask_worker: len(list(Path(dask_worker.local_directory).rglob("dsort-runs-*/run-*")))).values())
+
+
+def _merging(client) -> bool:
+    return any("dsort-merge" in str(k) for keys in client.processing().values() for k in keys)
+
+
+def test_on_a_cluster_runs_stay_on_each_workers_disk_and_slices_travel(tmp_path):
+    """Runs on the workers' own local directories; with the files taken as invisible to other
+    workers (two machines), every merge reads the other worker's slices through it."""
+    report, keys = _on_cluster(tmp_path, everywhere=True)
+    assert set(report.runs) == {"workers' disks"}
+    assert any(k.startswith("dsort-slices-") for k in keys)  # slices read where their runs are
+
+
+@pytest.mark.parametrize("moment", ["runs", "merges"])
+def test_a_worker_killed_mid_job_costs_only_a_recomputation(tmp_path, moment):
+    """On a cluster with nannies, a worker killed while the runs are written (its tasks run again
+    elsewhere), or once the merges read its runs (those runs are made again from their input
+    blocks by the merges that need them): the same stable sort, no runs left."""
+    _on_cluster(tmp_path, (lambda c: _runs_on_workers(c) >= 5) if moment == "runs" else _merging, everywhere=True)
+
+
+def test_slices_of_a_lost_workers_runs_are_made_again_once(tmp_path):
+    """A merge that needs a run whose worker is gone (its file on that machine only) makes the run
+    again (``recover``: its block sorted again) once, here, and reads its slices from that."""
+    from distributed import Client, LocalCluster
+
+    from dsort import runs as R
+
+    rows = np.arange(80, dtype=np.uint8).reshape(10, 8)
+
+    def merge_like_task():
+        store = R.store(R.StoreConfig("lost-job", str(tmp_path / "fallback"), 8, local=True))
+        gone = R.Run("lost-job", 3, 10, "disk", path=str(tmp_path / "elsewhere" / "run-000003.bin"), worker="tcp://127.0.0.1:9")
+        made = []
+
+        def recover(q):
+            made.append(q)
+            return store.put(q, rows)
+
+        got = store.read_many([(gone, 2, 5), (gone, 5, 9)], recover=recover)
+        R.drop("lost-job")
+        return made, [g.tolist() for g in got]
+
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster, Client(cluster) as client:
+        made, got = client.submit(merge_like_task).result(timeout=60)
+    assert made == [3]
+    assert got == [rows[2:5].tolist(), rows[5:9].tolist()]
+    assert not (tmp_path / "fallback").exists()
