@@ -68,6 +68,8 @@ def security(value=None, *, tls_ca_file=None, tls_cert=None, tls_key=None):
     files :func:`make` writes; or else dask's options by name: ``tls_ca_file`` (the deployment's
     CA), ``tls_cert`` and ``tls_key`` (this process's certificate and key; the key may be inside
     the certificate's file). Missing files are an :class:`InputError`."""
+    if value is None and not (tls_ca_file or tls_cert or tls_key):
+        return None  # (without importing distributed: the embedded sort never needs it)
     from distributed.security import Security
 
     if isinstance(value, Security):

@@ -34,3 +34,20 @@ def test_engine_needs_no_dask():
     end is imported on first use only."""
     probe = "import sys, dsort, dsort.engine; assert 'dask' not in sys.modules, 'dask imported'; dsort.sort; assert 'dask' in sys.modules"
     subprocess.run([sys.executable, "-c", probe], cwd=ROOT, check=True)
+
+
+def test_the_embedded_sort_does_not_import_distributed(tmp_path):
+    """The default `dsort sort` runs on threads in its own process: importing distributed (a
+    quarter of a second) would only lengthen every command."""
+    import subprocess
+    import sys
+
+    from dsort import gen
+
+    gen.records(1000, tmp_path / "in.bin")
+    code = ("import sys; from dsort.cli import main; "
+            f"assert main(['sort', {str(tmp_path / 'in.bin')!r}, {str(tmp_path / 'out.bin')!r}, '--cpu']) == 0; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout
