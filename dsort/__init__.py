@@ -17,4 +17,8 @@ def __getattr__(name):
         from . import array
 
         return getattr(array, name)
+    if name == "dataframe":  # dask.dataframe on first use only
+        import importlib
+
+        return importlib.import_module(".dataframe", __name__)
     raise AttributeError(f"module 'dsort' has no attribute {name!r}")

@@ -137,10 +137,12 @@ def encode_keys(df: pd.DataFrame, by, ascending=True, na_position="last", widths
 
 
 def _normalize(by, ascending):
-    by = [by] if isinstance(by, str) else list(by)
+    """``by`` as a list of column labels (one label: any hashable, an integer too) and
+    ``ascending`` as one bool per column (a bool, NumPy's too, or a list)."""
+    by = list(by) if isinstance(by, (list, tuple)) else [by]
     if not by:
         raise ValueError("sort_values needs at least one column in by")
-    ascending = [ascending] * len(by) if isinstance(ascending, bool) else list(ascending)
+    ascending = [bool(ascending)] * len(by) if isinstance(ascending, (bool, np.bool_)) else [bool(a) for a in ascending]
     if len(ascending) != len(by):
         raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
     return by, ascending
@@ -173,15 +175,17 @@ def _assemble(meta, n, *taken):
     return out.iloc[inverse]
 
 
-def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, widths=None, strategy="auto", local_directory=None,
-                memory_limit="auto"):
+def sort_values(df, by, *, ascending=True, na_position="last", lengths=None, widths=None, strategy="auto", local_directory=None,
+                memory_limit="auto", npartitions=None):
     """Sort a dask dataframe by ``by`` (a column name or a list), like pandas' stable
     ``sort_values``: see the module docstring. ``lengths``: the partitions' row counts if known
     (else computed, one pass); ``widths``: :func:`max_string_widths` of the string ``by`` columns
     if known (else computed, one pass). Returns a lazy dask dataframe partitioned like ``df``.
 
     ``strategy="external"``: for frames bigger than memory (:func:`sort_values_external`); the
-    output partitions are then balanced to within one row, and ``lengths`` is not needed."""
+    output partitions are then balanced to within one row (``npartitions`` of them, default the
+    input's), and ``lengths`` is not needed. Options after ``by`` are keywords, as in pandas
+    (in dask the third positional argument would be ``npartitions``)."""
     import dask
     import dask.array as da
     import dask.dataframe as dd
@@ -195,8 +199,10 @@ def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, wid
     if missing:
         raise KeyError(f"no column {', '.join(map(repr, missing))}; the columns are {', '.join(map(str, df.columns))}")
     if strategy == "external":
-        return sort_values_external(df, by, ascending, na_position, widths=widths, local_directory=local_directory,
-                                    memory_limit=memory_limit)
+        return sort_values_external(df, by, ascending=ascending, na_position=na_position, widths=widths, npartitions=npartitions,
+                                    local_directory=local_directory, memory_limit=memory_limit)
+    if npartitions not in (None, df.npartitions):
+        raise ValueError("npartitions other than the input's needs strategy='external' (the in-memory sort keeps the input's partitions)")
     parts = df.to_delayed(optimize_graph=False)
     if lengths is None:
         lengths = dask.compute(*[delayed(len)(p) for p in parts])
@@ -224,7 +230,7 @@ def sort_values(df, by, ascending=True, na_position="last", *, lengths=None, wid
     return dd.from_delayed(out, meta=meta, verify_meta=False)
 
 
-def sort_values_external(df, by, ascending=True, na_position="last", *, widths=None, npartitions=None, local_directory=None,
+def sort_values_external(df, by, *, ascending=True, na_position="last", widths=None, npartitions=None, local_directory=None,
                          memory_limit="auto"):
     """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
     is sorted by its encoded keys into a run (its rows an Arrow IPC file under ``local_directory``,

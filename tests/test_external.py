@@ -162,7 +162,7 @@ def test_external_frame_sort_equals_pandas(by, ascending, na_position, partition
         ddf = ddf[ddf.x % 5 < 2]  # partitions emptied anywhere
     if partitions == "tiny":
         ddf = dd.from_pandas(df.iloc[: min(len(df), 9)], chunksize=1, sort=False)  # one row each
-    got = sort_values(ddf, by, ascending, na_position, strategy="external", local_directory=tmp_path)
+    got = sort_values(ddf, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=tmp_path)
     assert got.npartitions == ddf.npartitions
     frames = dask.compute(*got.to_delayed(), scheduler="threads")
     pd.testing.assert_frame_equal(pd.concat(frames), _chain(ddf.compute(), by, ascending, na_position))

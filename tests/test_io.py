@@ -334,6 +334,26 @@ def test_sort_values_with_empty_partitions(rng, strategy, keep, tmp_path):
         assert list(out.map_partitions(len).compute(scheduler="sync")) == list(ddf.map_partitions(len).compute(scheduler="sync"))
 
 
+def test_sort_values_is_called_as_in_pandas(rng, tmp_path):
+    """Options after ``by`` are keywords (in dask the third positional argument is npartitions);
+    NumPy's bools and integer column labels work; ``dsort.dataframe`` is there after ``import
+    dsort``; ``npartitions`` with the external sort, balanced."""
+    import dsort
+
+    df = pd.DataFrame({0: rng.integers(0, 9, 300), "v": np.arange(300)})
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    with pytest.raises(TypeError):
+        dsort.dataframe.sort_values(ddf, 0, False)
+    got = dsort.dataframe.sort_values(ddf, 0, ascending=np.False_).compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got, df.sort_values(0, ascending=False, kind="stable"))
+    out = dsort.dataframe.sort_values(ddf, [0], ascending=[np.True_], strategy="external", npartitions=7, local_directory=tmp_path)
+    assert out.npartitions == 7
+    parts = [len(p) for p in dask.compute(*out.to_delayed(), scheduler="sync")]
+    assert sum(parts) == 300 and max(parts) - min(parts) <= 1
+    with pytest.raises(ValueError, match="npartitions"):
+        dsort.dataframe.sort_values(ddf, 0, npartitions=7)
+
+
 def test_sort_values_on_a_dask_dataframe(rng):
     df = _frame(rng, 5000)
     ddf = dd.from_pandas(df, npartitions=5, sort=False)

@@ -188,9 +188,10 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     parts = df.to_delayed(optimize_graph=False)
     widths = max_string_widths(parts, string_columns(df._meta, by))
     if external:
-        out = sort_values(df, by, ascending, na_position, widths=widths, strategy="external", local_directory=local_directory)
+        out = sort_values(df, by, ascending=ascending, na_position=na_position, widths=widths, strategy="external",
+                          local_directory=local_directory)
     else:
-        out = sort_values(df, by, ascending, na_position, lengths=lens, widths=widths)
+        out = sort_values(df, by, ascending=ascending, na_position=na_position, lengths=lens, widths=widths)
     job.inputs = per_block("dsort-checksum-input", _tally, parts)
     job.outputs = per_block(
         "dsort-write", _write, out.to_delayed(optimize_graph=False), each([str(tmp / p) for p in names]), by, ascending, na_position, widths, schema
