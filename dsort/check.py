@@ -63,10 +63,10 @@ def _crc_tables(width: int):
 
 @functools.lru_cache(maxsize=8)
 def _device_tables(width: int, device: int):
-    import cupy
+    from .engine.device import from_host
 
     zero, double, last = _crc_tables(width)
-    return zero, cupy.asarray(double), None if last is None else cupy.asarray(last)
+    return zero, from_host(double), None if last is None else from_host(last)
 
 
 def crc32_rows(rows):
@@ -210,7 +210,9 @@ def exact_sum(h) -> int:
 
 
 def _host(a):
-    return a.get() if hasattr(a, "get") and not isinstance(a, np.ndarray) else np.asarray(a)
+    from .engine.device import is_device_array, to_host
+
+    return to_host(a) if is_device_array(a) else np.asarray(a)
 
 
 def combine(parts, *, descending: bool = False) -> Summary:

@@ -493,7 +493,9 @@ def is_sorted(keys, descending=False, na_position="last") -> bool:
 
 
 def to_numpy(x) -> np.ndarray:
-    return cupy.asnumpy(x)
+    from .device import to_host
+
+    return to_host(x)
 
 
 def compile_all(jobs: int | None = None) -> int:
