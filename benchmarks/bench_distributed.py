@@ -161,7 +161,14 @@ def baseline_one_device(n, cpu):
         t = time.perf_counter()
         np.sort(keys, kind="stable")
         dt = time.perf_counter() - t
-        return {"data": "host", "workers": 1, "strategy": "numpy.sort (1 core)", "N": f"2^{int(np.log2(n))}", "total s": round(dt, 3), "Mkeys/s": round(n / dt / 1e6, 1)}
+        return {
+            "data": "host",
+            "workers": 1,
+            "strategy": "numpy.sort (1 core)",
+            "N": f"2^{int(np.log2(n))}",
+            "total s": round(dt, 3),
+            "Mkeys/s": round(n / dt / 1e6, 1),
+        }
     import cupy
 
     d = cupy.asarray(keys)
@@ -173,7 +180,14 @@ def baseline_one_device(n, cpu):
         cupy.sort(d)
         cupy.cuda.Device().synchronize()
         dt = time.perf_counter() - t
-        return {"data": "gpu", "workers": 1, "strategy": "cupy.sort (1 GPU)", "N": f"2^{int(np.log2(n))}", "total s": round(dt, 3), "Mkeys/s": round(n / dt / 1e6, 1)}
+        return {
+            "data": "gpu",
+            "workers": 1,
+            "strategy": "cupy.sort (1 GPU)",
+            "N": f"2^{int(np.log2(n))}",
+            "total s": round(dt, 3),
+            "Mkeys/s": round(n / dt / 1e6, 1),
+        }
     except cupy.cuda.memory.OutOfMemoryError:
         return {"data": "gpu", "workers": 1, "strategy": "cupy.sort (1 GPU)", "total s": "out of memory"}
     finally:
@@ -193,9 +207,11 @@ def baseline_dataframe(n, n_workers, threads):
     def part(i):
         rng = np.random.default_rng(i)
         m = max(0, min(size, n - i * size))
-        return pd.DataFrame({"key": rng.integers(-(2**62), 2**62, m, dtype=np.int64), "value": np.arange(i * size, i * size + m, dtype=np.int64)})
+        return pd.DataFrame(
+            {"key": rng.integers(-(2**62), 2**62, m, dtype=np.int64), "value": np.arange(i * size, i * size + m, dtype=np.int64)}
+        )
 
-    with LocalCluster(n_workers=n_workers, threads_per_worker=threads, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with LocalCluster(n_workers=n_workers, threads_per_worker=threads, dashboard_address=":0") as cluster, Client(cluster):
         df = dd.from_map(part, range(parts)).persist()
         wait(df)
         warm = pd.DataFrame({"key": np.arange(1000, dtype=np.int64)[::-1], "value": np.int64(0)})
@@ -204,7 +220,15 @@ def baseline_dataframe(n, n_workers, threads):
         out = df.sort_values("key").persist()
         wait(out)
         dt = time.perf_counter() - t
-    return {"data": "host", "workers": f"{n_workers}x{threads} CPU", "strategy": "dask.dataframe sort_values", "P": parts, "N": f"2^{int(np.log2(n))}", "total s": round(dt, 3), "Mkeys/s": round(n / dt / 1e6, 1)}
+    return {
+        "data": "host",
+        "workers": f"{n_workers}x{threads} CPU",
+        "strategy": "dask.dataframe sort_values",
+        "P": parts,
+        "N": f"2^{int(np.log2(n))}",
+        "total s": round(dt, 3),
+        "Mkeys/s": round(n / dt / 1e6, 1),
+    }
 
 
 def main(argv=None):
@@ -279,7 +303,23 @@ def main(argv=None):
         if base and isinstance(r.get("workers"), int) and r["workers"] > 1:
             r["vs 1 worker"] = f"{r['Mkeys/s'] / base:.2f}x"
     write_json(args.json, rows, benchmark="distributed", mode="cpu" if args.cpu else "gpu", log2n=log2n, protocol=args.protocol)
-    columns = ["data", "workers", "strategy", "protocol", "P", "N", "runs", "total s", "local sort s", "splitters s", "merge s", "splitters %", "Mkeys/s", "vs 1 worker", "vs sort_values"]
+    columns = [
+        "data",
+        "workers",
+        "strategy",
+        "protocol",
+        "P",
+        "N",
+        "runs",
+        "total s",
+        "local sort s",
+        "splitters s",
+        "merge s",
+        "splitters %",
+        "Mkeys/s",
+        "vs 1 worker",
+        "vs sort_values",
+    ]
     print()
     print_table(rows, columns)
 

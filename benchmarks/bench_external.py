@@ -67,8 +67,9 @@ def one_frame(case: str, n: int, chunk: int, memory_limit, directory: str, threa
         if case == "dask":
             out = df.sort_values("k")
         else:
-            out = sort_values(df, "k", strategy="external" if case == "external" else "auto", local_directory=directory,
-                              memory_limit=memory_limit)
+            out = sort_values(
+                df, "k", strategy="external" if case == "external" else "auto", local_directory=directory, memory_limit=memory_limit
+            )
         out.to_parquet(path, write_index=False, name_function=lambda i: f"part-{i:06d}.parquet")  # names in order
     wall = time.perf_counter() - t
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
@@ -146,8 +147,11 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--dir", default=None, help="where the runs and outputs go (default: a temporary directory)")
     p.add_argument("--gpu", action="store_true")
-    p.add_argument("--frame", action="store_true", help="a dask dataframe written with to_parquet; cases external, auto "
-                   "(dsort's in-memory dataframe sort) and dask (ddf.sort_values)")
+    p.add_argument(
+        "--frame",
+        action="store_true",
+        help="a dask dataframe written with to_parquet; cases external, auto (dsort's in-memory dataframe sort) and dask (ddf.sort_values)",
+    )
     p.add_argument("--json")
     p.add_argument("--one", help=argparse.SUPPRESS)
     a = p.parse_args()
@@ -163,16 +167,42 @@ def main() -> None:
     os.makedirs(directory, exist_ok=True)
     rows = []
     for case in a.cases.split(","):
-        cmd = [sys.executable, __file__, "--one", case, "--n", str(n), "--chunk", str(chunk), "--memory-limit", a.memory_limit,
-               "--threads", str(a.threads), "--dir", directory] + (["--gpu"] if a.gpu else []) + (["--frame"] if a.frame else [])
+        cmd = (
+            [
+                sys.executable,
+                __file__,
+                "--one",
+                case,
+                "--n",
+                str(n),
+                "--chunk",
+                str(chunk),
+                "--memory-limit",
+                a.memory_limit,
+                "--threads",
+                str(a.threads),
+                "--dir",
+                directory,
+            ]
+            + (["--gpu"] if a.gpu else [])
+            + (["--frame"] if a.frame else [])
+        )
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode:
             print(r.stderr[-3000:], file=sys.stderr)
             rows.append({"case": case, "wall s": "failed"})
             continue
         res = json.loads(r.stdout.strip().splitlines()[-1])
-        rows.append({"case": case, "wall s": f"{res['wall']:.2f}", "peak RSS MiB": res["peak"] // 1024,
-                     "data MiB": n * (32 if a.frame else 8) >> 20, "sorted": res["sorted"], "left behind": len(res["left behind"])})
+        rows.append(
+            {
+                "case": case,
+                "wall s": f"{res['wall']:.2f}",
+                "peak RSS MiB": res["peak"] // 1024,
+                "data MiB": n * (32 if a.frame else 8) >> 20,
+                "sorted": res["sorted"],
+                "left behind": len(res["left behind"]),
+            }
+        )
         print(rows[-1], flush=True)
     write_json(a.json, rows, n=n, chunk=chunk, memory_limit=a.memory_limit, threads=a.threads, gpu=a.gpu)
     print_table(rows, ["case", "wall s", "peak RSS MiB", "data MiB", "sorted", "left behind"])

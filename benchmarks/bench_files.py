@@ -36,8 +36,10 @@ from _common import print_table, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
-RUSAGE = "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); " \
-         "print('maxrss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)"
+RUSAGE = (
+    "import resource, subprocess, sys; r = subprocess.run(sys.argv[1:]); "
+    "print('maxrss', resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr); sys.exit(r.returncode)"
+)
 
 
 def timed(cmd, env=None, log=None):
@@ -81,9 +83,11 @@ def disk_floor(d: Path, nbytes: int):
 
 def duckdb_script(src, dst, threads, memory):
     mem = f"SET memory_limit='{memory}';" if memory else ""
-    return (f"import duckdb; c = duckdb.connect(); c.execute(\"SET threads={threads}; {mem} SET preserve_insertion_order=false;\"); "
-            f"c.execute(\"COPY (SELECT line FROM read_csv('{src}', columns={{'line': 'VARCHAR'}}, header=false, delim='\\x01', "
-            f"quote='', escape='') ORDER BY substr(line, 1, 10)) TO '{dst}' (HEADER false, QUOTE '', DELIMITER '\\x01')\")")
+    return (
+        f'import duckdb; c = duckdb.connect(); c.execute("SET threads={threads}; {mem} SET preserve_insertion_order=false;"); '
+        f"c.execute(\"COPY (SELECT line FROM read_csv('{src}', columns={{'line': 'VARCHAR'}}, header=false, delim='\\x01', "
+        f"quote='', escape='') ORDER BY substr(line, 1, 10)) TO '{dst}' (HEADER false, QUOTE '', DELIMITER '\\x01')\")"
+    )
 
 
 def main(argv=None):
@@ -139,8 +143,20 @@ def main(argv=None):
         dsort_cmd += args.dsort_args.split()
         cmds["dsort"] = (dsort_cmd, work / "out.dsort")
         if "gnu" in peers:
-            cmds["GNU sort"] = (["sort", f"--parallel={args.threads}", "-S", f"{limit // 2**20}M" if limit else "50%", "-T", work,
-                                 "-o", work / "out.gnu", src], work / "out.gnu")
+            cmds["GNU sort"] = (
+                [
+                    "sort",
+                    f"--parallel={args.threads}",
+                    "-S",
+                    f"{limit // 2**20}M" if limit else "50%",
+                    "-T",
+                    work,
+                    "-o",
+                    work / "out.gnu",
+                    src,
+                ],
+                work / "out.gnu",
+            )
         memory = f"{limit // 2**20}MB" if limit else None
         if "duckdb" in peers:
             cmds["DuckDB"] = ([PY, "-c", duckdb_script(src, work / "out.duck", args.threads, memory)], work / "out.duck")
@@ -152,7 +168,7 @@ def main(argv=None):
                     out.unlink()
                 try:
                     dt, r, text = timed(cmd, env, args.log)
-                except RuntimeError as e:
+                except RuntimeError:
                     if name == "DuckDB" and "threads" not in note:  # out of memory at many threads: as a user would, try 4
                         note = "4 threads (out of memory at more)"
                         cmd = [PY, "-c", duckdb_script(src, out, 4, memory)]
@@ -173,9 +189,17 @@ def main(argv=None):
                 rows.append({"case": case, "tool": name, "wall s": "failed"})
                 continue
             results[name] = statistics.median(times)
-            row = {"case": case, "tool": name, "records": n, "GB": round(size / 1e9, 2), "memory": f"{limit / 2**20:.0f} MiB" if limit else "default",
-                   "wall s": round(results[name], 2), "GB/s": round(size / results[name] / 1e9, 3), "peak RSS MiB": round(rss / 2**20),
-                   "note": note}
+            row = {
+                "case": case,
+                "tool": name,
+                "records": n,
+                "GB": round(size / 1e9, 2),
+                "memory": f"{limit / 2**20:.0f} MiB" if limit else "default",
+                "wall s": round(results[name], 2),
+                "GB/s": round(size / results[name] / 1e9, 3),
+                "peak RSS MiB": round(rss / 2**20),
+                "note": note,
+            }
             if name == "dsort":
                 check = subprocess.run([PY, "-m", "dsort", "check", out], capture_output=True, text=True, env=env)
                 ok = check.returncode == 0 and f"Records: {n:,}" in check.stdout
@@ -197,8 +221,13 @@ def main(argv=None):
     meta = {"records": n, "bytes": size, "threads": args.threads, "cpu": args.cpu, "write_bw": write_bw, "read_bw": read_bw}
     write_json(args.json, rows, **meta)
     print()
-    print(f"{n:,} records ({size / 1e9:.2f} GB), {args.threads} threads" + (f"; disk write+fsync {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s" if write_bw else ""))
-    print_table(rows, ["case", "tool", "memory", "wall s", "GB/s", "dsort faster by", "peak RSS MiB", "floor s", "of floor", "checked", "note"])
+    print(
+        f"{n:,} records ({size / 1e9:.2f} GB), {args.threads} threads"
+        + (f"; disk write+fsync {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s" if write_bw else "")
+    )
+    print_table(
+        rows, ["case", "tool", "memory", "wall s", "GB/s", "dsort faster by", "peak RSS MiB", "floor s", "of floor", "checked", "note"]
+    )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ def first_touch(nbytes, procs):
     ctx = mp.get_context("spawn")
     q = ctx.Queue()
     ps = [ctx.Process(target=_touch, args=(nbytes, q)) for _ in range(procs)]
-    t = time.perf_counter()
     for p in ps:
         p.start()
     times = [q.get() for _ in ps]
@@ -86,7 +85,7 @@ def main(argv=None):
     out = np.empty_like(h)
     out.fill(0)
     row("device -> host, touched pageable memory", timed(lambda: d.get(out=out), sync)[0])
-    del out
+    out = None
 
     def pinned():
         o = cupy.cuda.alloc_pinned_memory(nbytes)

@@ -26,7 +26,7 @@ def main(argv=None):
     rows = []
     for dtype in ("int64", "float64"):
 
-        def halves():
+        def halves(dtype=dtype):
             x = rng.integers(-(2**62), 2**62, 2 * n).astype(dtype)
             return np.sort(x[:n]), np.sort(x[n:])
 
@@ -39,7 +39,9 @@ def main(argv=None):
             (
                 "keys+values",
                 lambda a, b, va, vb: e.merge(a, b, va, vb),
-                lambda a, b, va, vb: (lambda c, o: (c[o], np.concatenate([va, vb])[o]))(np.concatenate([a, b]), np.argsort(np.concatenate([a, b]), kind="stable")),
+                lambda a, b, va, vb: (lambda c, o: (c[o], np.concatenate([va, vb])[o]))(
+                    np.concatenate([a, b]), np.argsort(np.concatenate([a, b]), kind="stable")
+                ),
                 pairs,
             ),
         ]

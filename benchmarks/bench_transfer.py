@@ -97,7 +97,9 @@ def main(argv=None):
                     print("UCX transports:", transports, flush=True)
                 for on_gpu, what in ((True, "CuPy chunk, GPU 0 -> GPU 1"), (False, "NumPy chunk, worker 0 -> worker 1")):
                     dt = fetch_times(client, nbytes, on_gpu, args.repeat)
-                    rows.append({"what": what, "protocol": protocol, "MiB": args.mib, "s": round(dt, 4), "GB/s": round(nbytes / dt / 1e9, 2)})
+                    rows.append(
+                        {"what": what, "protocol": protocol, "MiB": args.mib, "s": round(dt, 4), "GB/s": round(nbytes / dt / 1e9, 2)}
+                    )
                     print(rows[-1], flush=True)
         except Exception as err:  # report and go on to the next protocol
             rows.append({"what": "failed", "protocol": protocol, "s": f"{type(err).__name__}: {err}"[:120]})

@@ -50,8 +50,9 @@ def argsort(x, *, descending=False, na_position="last", strategy="auto", device=
     return da.Array(graph, name, (x.chunks[0],), meta=meta_from_array(x._meta, ndim=1, dtype=np.int64))
 
 
-def sort_by_key(keys, values, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None,
-                memory_limit="auto"):
+def sort_by_key(
+    keys, values, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"
+):
     """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys, values_in_key_order)``.
 
     ``values`` is a dask array with one row per key (any dtype, trailing dimensions allowed, e.g.

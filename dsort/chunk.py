@@ -86,8 +86,9 @@ def merge_order(keys_list, descending, na_position):
     starts = np.cumsum([0] + [len(k) for k in keys_list[:-1]]).tolist()
     runs = [(k, xp.arange(s, s + len(k), dtype=np.int64)) for k, s in zip(keys_list, starts)]
     while len(runs) > 1:
-        merged = [e.merge(ka, kb, va, vb, descending=descending, na_position=na_position)
-                  for (ka, va), (kb, vb) in zip(runs[::2], runs[1::2])]
+        merged = [
+            e.merge(ka, kb, va, vb, descending=descending, na_position=na_position) for (ka, va), (kb, vb) in zip(runs[::2], runs[1::2])
+        ]
         if len(runs) % 2:
             merged.append(runs[-1])
         runs = merged

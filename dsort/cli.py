@@ -94,8 +94,12 @@ def _rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
 def _service_kwargs(args) -> dict:
     """``dsort sort`` / ``dsort demo`` options as :func:`dsort.service.sort_files` keywords."""
     return dict(
-        n_workers=args.n_workers, threads_per_worker=args.threads_per_worker, memory_limit=args.memory_limit,
-        device_memory_limit=args.device_memory_limit, local_directory=args.local_directory, cpu=args.cpu,
+        n_workers=args.n_workers,
+        threads_per_worker=args.threads_per_worker,
+        memory_limit=args.memory_limit,
+        device_memory_limit=args.device_memory_limit,
+        local_directory=args.local_directory,
+        cpu=args.cpu,
         chunk_size=args.chunk_size,
     )
 
@@ -133,9 +137,19 @@ def _gen(args) -> int:
 def _sort(args) -> int:
     from .service import format_report, sort_files
 
-    report = sort_files(args.input, args.output, format=args.format, record_size=args.record_size, key_size=args.key_size,
-                        by=args.by, descending=args.descending, overwrite=args.overwrite, scheduler=args.scheduler,
-                        security=_security(args), **_service_kwargs(args))
+    report = sort_files(
+        args.input,
+        args.output,
+        format=args.format,
+        record_size=args.record_size,
+        key_size=args.key_size,
+        by=args.by,
+        descending=args.descending,
+        overwrite=args.overwrite,
+        scheduler=args.scheduler,
+        security=_security(args),
+        **_service_kwargs(args),
+    )
     print(format_report(report))
     print(f"OK: wrote {report.output}")
     return 0
@@ -144,8 +158,9 @@ def _sort(args) -> int:
 # -- dsort check ---------------------------------------------------------------------------------
 
 
-def check_path(path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None,
-               security=None) -> C.Summary:
+def check_path(
+    path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None, security=None
+) -> C.Summary:
     """The :class:`~dsort.check.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
     the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
     import dask
@@ -155,8 +170,13 @@ def check_path(path, *, fmt=None, record_size=100, key_size=10, by=None, descend
 
     fmt, files, dirs = io.discover(path, fmt)
     if fmt == "records":
-        tasks = records.check_tasks(files, record_size=record_size, key_size=key_size,
-                                    rows_per_block=_rows_per_block(record_size, chunk_size), descending=descending)
+        tasks = records.check_tasks(
+            files,
+            record_size=record_size,
+            key_size=key_size,
+            rows_per_block=_rows_per_block(record_size, chunk_size),
+            descending=descending,
+        )
     elif fmt == "npy":
         tasks = npy.check_tasks(files, rows_per_block=_rows_per_block(npy.inspect(files)[0].itemsize, chunk_size), descending=descending)
     else:
@@ -197,8 +217,17 @@ def report_check(s: C.Summary, out=None) -> None:
 
 
 def _check(args) -> int:
-    s = check_path(args.path, fmt=args.format, record_size=args.record_size, key_size=args.key_size, by=args.by,
-                   descending=args.descending, chunk_size=args.chunk_size, scheduler=args.scheduler, security=_security(args))
+    s = check_path(
+        args.path,
+        fmt=args.format,
+        record_size=args.record_size,
+        key_size=args.key_size,
+        by=args.by,
+        descending=args.descending,
+        chunk_size=args.chunk_size,
+        scheduler=args.scheduler,
+        security=_security(args),
+    )
     report_check(s)
     return 0 if s.sorted else 1
 
@@ -213,8 +242,17 @@ def _demo(args) -> int:
 
     from .service import resources, sizes
 
-    sizes(resources(n_workers=args.n_workers, threads_per_worker=args.threads_per_worker, memory_limit=args.memory_limit,
-                    device_memory_limit=args.device_memory_limit, cpu=args.cpu), 100, args.chunk_size)  # limits first
+    sizes(
+        resources(
+            n_workers=args.n_workers,
+            threads_per_worker=args.threads_per_worker,
+            memory_limit=args.memory_limit,
+            device_memory_limit=args.device_memory_limit,
+            cpu=args.cpu,
+        ),
+        100,
+        args.chunk_size,
+    )  # limits first
     if args.chunk_size is not None and args.chunk_size < 1:
         raise InputError(f"--chunk-size must be at least 1 byte, got {args.chunk_size}")
     work = Path(tempfile.mkdtemp(prefix="dsort-demo-", dir=args.local_directory))
@@ -272,8 +310,15 @@ def _warm_up() -> None:
             gen.npy(3 * MIN_BLOCK // np.dtype(dtype).itemsize + 7, inputs[-1], dtype=dtype)
         for src in inputs:  # several runs and output ranges each: the merges' kernels too
             for descending in (False, True):
-                sort_files(src, Path(d, "out" + src.suffix), descending=descending, overwrite=True, progress=False,
-                           stream=io.StringIO(), chunk_size=MIN_BLOCK)
+                sort_files(
+                    src,
+                    Path(d, "out" + src.suffix),
+                    descending=descending,
+                    overwrite=True,
+                    progress=False,
+                    stream=io.StringIO(),
+                    chunk_size=MIN_BLOCK,
+                )
         gen.records(1000, inputs[0])  # and one run, one range: what a small input takes
         gen.npy(1000, inputs[5], dtype="int64")
         for src in (inputs[0], inputs[5]):
@@ -296,8 +341,11 @@ def _tls(args) -> int:
 
 
 def _scheduler_options(g, what="a running dask cluster's scheduler"):
-    g.add_argument("--scheduler", metavar="ADDRESS", help=f"{what}, e.g. tcp://scheduler:8786 or tls://scheduler:8786 "
-                   "(default: embedded, threads in this process)")
+    g.add_argument(
+        "--scheduler",
+        metavar="ADDRESS",
+        help=f"{what}, e.g. tcp://scheduler:8786 or tls://scheduler:8786 (default: embedded, threads in this process)",
+    )
     g.add_argument("--tls-ca-file", metavar="PATH", help="a tls:// scheduler: the deployment's CA certificate (dsort tls DIR makes a set)")
     g.add_argument("--tls-cert", metavar="PATH", help="a tls:// scheduler: this client's certificate")
     g.add_argument("--tls-key", metavar="PATH", help="a tls:// scheduler: this client's private key")
@@ -310,8 +358,12 @@ def _cluster_options(p, embedded_only=False):
     g.add_argument("--cpu", action="store_true", help="sort on the CPU even where a GPU is visible")
     g.add_argument("--n-workers", type=_positive, help="workers: GPUs to use (default: all visible), or CPU workers")
     g.add_argument("--threads-per-worker", type=_positive, help="threads per worker")
-    g.add_argument("--memory-limit", type=_size, default="auto", help="host memory per worker, e.g. 2GB or 0.5 (default: auto, 60%% of what is free)")
-    g.add_argument("--device-memory-limit", type=_size, default=None, help="GPU memory per GPU, bytes or a fraction (default: 80%% of what is free)")
+    g.add_argument(
+        "--memory-limit", type=_size, default="auto", help="host memory per worker, e.g. 2GB or 0.5 (default: auto, 60%% of what is free)"
+    )
+    g.add_argument(
+        "--device-memory-limit", type=_size, default=None, help="GPU memory per GPU, bytes or a fraction (default: 80%% of what is free)"
+    )
     g.add_argument("--local-directory", help="where sorted runs that do not fit in memory go (default: beside OUTPUT)")
 
 
@@ -319,7 +371,12 @@ def _format_options(p, check=False):
     p.add_argument("--format", choices=("records", "npy", "parquet"), help="default: from the file names (.npy, .parquet), else records")
     p.add_argument("--record-size", type=int, default=100, help="records: bytes per record (default 100)")
     p.add_argument("--key-size", type=int, default=10, help="records: key bytes at the start of each record (default 10)")
-    p.add_argument("--by", type=_columns, metavar="COL[,COL...]", help="Parquet: the columns to sort by" + (" (default: the manifest's)" if check else ""))
+    p.add_argument(
+        "--by",
+        type=_columns,
+        metavar="COL[,COL...]",
+        help="Parquet: the columns to sort by" + (" (default: the manifest's)" if check else ""),
+    )
     p.add_argument("--descending", action="store_true", help="largest first (ties keep their input order; NaN and nulls stay last)")
     p.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range (default: from the memory limits)")
 
@@ -341,14 +398,21 @@ def parser() -> argparse.ArgumentParser:
     gr.add_argument("n", type=_count, metavar="N")
     gr.add_argument("path", metavar="PATH")
     gr.add_argument("--skew", action="store_true", help="skewed keys: a few hot prefixes, many repeats")
-    gr.add_argument("--ascii", action="store_true", help="printable keys: every record is a text line ending in \\r\\n (gensort -a), so "
-                    "LC_ALL=C sort can sort the same records")
+    gr.add_argument(
+        "--ascii",
+        action="store_true",
+        help="printable keys: every record is a text line ending in \\r\\n (gensort -a), so LC_ALL=C sort can sort the same records",
+    )
     gr.add_argument("--record-size", type=int, default=100)
     gr.add_argument("--key-size", type=int, default=10)
     gn = gsub.add_parser("npy", help="N random numbers as a 1-D .npy")
     gn.add_argument("n", type=_count, metavar="N")
     gn.add_argument("path", metavar="PATH")
-    gn.add_argument("--dtype", default="int64", choices=("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"))
+    gn.add_argument(
+        "--dtype",
+        default="int64",
+        choices=("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"),
+    )
     for q in (gr, gn):
         q.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed gives the same data")
         q.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
@@ -421,8 +485,11 @@ def main(argv=None) -> int:
 
         if not isinstance(e, KilledWorker):
             raise
-        print(f"dsort: FAILED: workers died running the {args.command} ({e}); out of memory? raise --memory-limit or "
-              f"lower --chunk-size{nothing}", file=sys.stderr)
+        print(
+            f"dsort: FAILED: workers died running the {args.command} ({e}); out of memory? raise --memory-limit or "
+            f"lower --chunk-size{nothing}",
+            file=sys.stderr,
+        )
         return 1
 
 

@@ -94,8 +94,10 @@ def open_client(address: str, timeout: float = 30.0, security=None):
         raise InputError(f"--scheduler {address}: not a scheduler address; give tcp://HOST:PORT (dask's default port is 8786)")
     security = as_security(security)
     if scheme == "tls" and not (security or Security()).tls_ca_file:
-        raise InputError(f"--scheduler {address}: a TLS scheduler needs the deployment's certificates: "
-                         "--tls-ca-file, --tls-cert, --tls-key (dsort tls DIR makes a set)")
+        raise InputError(
+            f"--scheduler {address}: a TLS scheduler needs the deployment's certificates: "
+            "--tls-ca-file, --tls-cert, --tls-key (dsort tls DIR makes a set)"
+        )
     if scheme != "tls" and security is not None:
         raise InputError(f"--scheduler {address}: the TLS options are for a tls:// scheduler address")
     box = {}
@@ -149,9 +151,21 @@ def local_cuda_cluster(**kwargs):
 
 
 @contextlib.contextmanager
-def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None,
-            local_directory=None, dashboard_address="127.0.0.1:0", cpu=False, protocol=None, rmm_pool_size=None, quiet=False,
-            security=None):
+def connect(
+    scheduler=None,
+    *,
+    n_workers=None,
+    threads_per_worker=None,
+    memory_limit="auto",
+    device_memory_limit=None,
+    local_directory=None,
+    dashboard_address="127.0.0.1:0",
+    cpu=False,
+    protocol=None,
+    rmm_pool_size=None,
+    quiet=False,
+    security=None,
+):
     """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
     GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"`` (default) or
     ``"ucx"`` between an embedded cluster's workers (GPU workers only). ``security``: for a
@@ -166,8 +180,14 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
             kind = scheduler
             gpu = all(client.run(has_gpu).values()) if client.scheduler_info()["workers"] else False
         else:
-            common = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit,
-                          local_directory=local_directory, dashboard_address=dashboard_address, silence_logs=logging.ERROR)
+            common = dict(
+                n_workers=n_workers,
+                threads_per_worker=threads_per_worker,
+                memory_limit=memory_limit,
+                local_directory=local_directory,
+                dashboard_address=dashboard_address,
+                silence_logs=logging.ERROR,
+            )
             common = {k: v for k, v in common.items() if v is not None}  # unset: the cluster's own default
             if not cpu and _gpu_available():
                 from dask_cuda import LocalCUDACluster
@@ -176,8 +196,10 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
 
                 gpus = gpu_count()
                 if n_workers is not None and n_workers > gpus:
-                    raise InputError(f"--n-workers {n_workers}: an embedded GPU cluster has one worker per GPU and "
-                                     f"{gpus} GPU(s) are visible; pass --cpu for CPU workers")
+                    raise InputError(
+                        f"--n-workers {n_workers}: an embedded GPU cluster has one worker per GPU and "
+                        f"{gpus} GPU(s) are visible; pass --cpu for CPU workers"
+                    )
 
                 if device_memory_limit is not None:
                     common["device_memory_limit"] = device_memory_limit
@@ -203,13 +225,20 @@ def connect(scheduler=None, *, n_workers=None, threads_per_worker=None, memory_l
         workers = info["workers"].values()
         dashboard = client.dashboard_link if "dashboard" in info.get("services", {}) and (scheduler or _has_bokeh()) else None
         s = Session(
-            client=client, kind=kind, gpu=gpu, workers=len(workers), threads=sum(w["nthreads"] for w in workers),
+            client=client,
+            kind=kind,
+            gpu=gpu,
+            workers=len(workers),
+            threads=sum(w["nthreads"] for w in workers),
             memory_limit=min((w.get("memory_limit") or 0 for w in workers), default=0),
-            device_memory_limit=_parse_bytes(device_memory_limit) if gpu else None, dashboard=dashboard,
+            device_memory_limit=_parse_bytes(device_memory_limit) if gpu else None,
+            dashboard=dashboard,
         )
         if not quiet:
             print(f"cluster: {s.describe()}")
-            print(f"dashboard: {dashboard}" if dashboard else "dashboard: not running (the dashboard needs bokeh: pip install 'bokeh>=3.1')")
+            print(
+                f"dashboard: {dashboard}" if dashboard else "dashboard: not running (the dashboard needs bokeh: pip install 'bokeh>=3.1')"
+            )
         yield s
 
 

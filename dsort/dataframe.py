@@ -153,10 +153,7 @@ def _split(perm, offsets):
     src = np.searchsorted(offsets, perm, side="right") - 1
     order = np.argsort(src, kind="stable")
     bounds = np.searchsorted(src[order], np.arange(len(offsets)))
-    return [
-        (perm[order[a:b]] - offsets[i], order[a:b])
-        for i, (a, b) in enumerate(zip(bounds, list(bounds[1:]) + [len(order)]))
-    ]
+    return [(perm[order[a:b]] - offsets[i], order[a:b]) for i, (a, b) in enumerate(zip(bounds, list(bounds[1:]) + [len(order)]))]
 
 
 def _take(part, pieces, i):
@@ -175,8 +172,19 @@ def _assemble(meta, n, *taken):
     return out.iloc[inverse]
 
 
-def sort_values(df, by, *, ascending=True, na_position="last", lengths=None, widths=None, strategy="auto", local_directory=None,
-                memory_limit="auto", npartitions=None):
+def sort_values(
+    df,
+    by,
+    *,
+    ascending=True,
+    na_position="last",
+    lengths=None,
+    widths=None,
+    strategy="auto",
+    local_directory=None,
+    memory_limit="auto",
+    npartitions=None,
+):
     """Sort a dask dataframe by ``by`` (a column name or a list), like pandas' stable
     ``sort_values``: see the module docstring. ``lengths``: the partitions' row counts if known
     (else computed, one pass); ``widths``: :func:`max_string_widths` of the string ``by`` columns
@@ -199,8 +207,16 @@ def sort_values(df, by, *, ascending=True, na_position="last", lengths=None, wid
     if missing:
         raise KeyError(f"no column {', '.join(map(repr, missing))}; the columns are {', '.join(map(str, df.columns))}")
     if strategy == "external":
-        return sort_values_external(df, by, ascending=ascending, na_position=na_position, widths=widths, npartitions=npartitions,
-                                    local_directory=local_directory, memory_limit=memory_limit)
+        return sort_values_external(
+            df,
+            by,
+            ascending=ascending,
+            na_position=na_position,
+            widths=widths,
+            npartitions=npartitions,
+            local_directory=local_directory,
+            memory_limit=memory_limit,
+        )
     if npartitions not in (None, df.npartitions):
         raise ValueError("npartitions other than the input's needs strategy='external' (the in-memory sort keeps the input's partitions)")
     parts = df.to_delayed(optimize_graph=False)
@@ -215,7 +231,10 @@ def sort_values(df, by, *, ascending=True, na_position="last", lengths=None, wid
     probe = encode_keys(meta.iloc[:0], by, ascending, na_position, widths)
     width = probe.shape[1]
     tok = tokenize(df, by, ascending, na_position, widths)
-    enc = [delayed(encode_keys, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(f"dsort-encode-{tok}", i)) for i, p in enumerate(parts)]
+    enc = [
+        delayed(encode_keys, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(f"dsort-encode-{tok}", i))
+        for i, p in enumerate(parts)
+    ]
     # The keys' chunks are the non-empty partitions (da.concatenate drops empty arrays); output
     # partition j, of the input's length, takes the next chunk of the order, an empty one nothing.
     nonempty = [j for j, n in enumerate(lengths) if n]
@@ -230,8 +249,9 @@ def sort_values(df, by, *, ascending=True, na_position="last", lengths=None, wid
     return dd.from_delayed(out, meta=meta, verify_meta=False)
 
 
-def sort_values_external(df, by, *, ascending=True, na_position="last", widths=None, npartitions=None, local_directory=None,
-                         memory_limit="auto"):
+def sort_values_external(
+    df, by, *, ascending=True, na_position="last", widths=None, npartitions=None, local_directory=None, memory_limit="auto"
+):
     """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
     is sorted by its encoded keys into a run (its rows an Arrow IPC file under ``local_directory``,
     its keys in the run store, in memory up to ``memory_limit``), the exact cuts of every output
@@ -264,10 +284,12 @@ def sort_values_external(df, by, *, ascending=True, na_position="last", widths=N
         budget = 0 if memory_limit == 0 else parse_size(memory_limit, memory, "memory_limit")
         budget = memory // 4 if budget is None else budget
     tok = tokenize(df, by, ascending, na_position, widths, npartitions, "external")
-    job = external.FrameJob(R.Layout(width, width), encode, int(npartitions or df.npartitions), 256,
-                            external.store_config(tok, width, local_directory, budget))
+    job = external.FrameJob(
+        R.Layout(width, width), encode, int(npartitions or df.npartitions), 256, external.store_config(tok, width, local_directory, budget)
+    )
     runs = [delayed(external.frame_run, pure=True)(job, i, p, dask_key_name=(f"dsort-run-{tok}", i)) for i, p in enumerate(parts)]
     cut = delayed(external.frame_cuts, pure=True)(job, *runs, dask_key_name=f"dsort-cuts-{tok}")
-    out = [delayed(external.frame_merge, pure=True)(job, cut, t, meta, dask_key_name=(f"dsort-merge-{tok}", t))
-           for t in range(job.partitions)]
+    out = [
+        delayed(external.frame_merge, pure=True)(job, cut, t, meta, dask_key_name=(f"dsort-merge-{tok}", t)) for t in range(job.partitions)
+    ]
     return dd.from_delayed(out, meta=meta, verify_meta=False)

@@ -184,9 +184,7 @@ def cut_runs(job, runs):
     store = R.store(job.store)
     if len(runs) > 1 and len(targets):
         lo, hi = plan.windows([r.sample for r in runs], sizes, job.spacing, targets, job.descending, job.na_position)
-        window_keys = [
-            [_keys_at(store, job.layout, run, lo[t, q], hi[t, q]) for q, run in enumerate(runs)] for t in range(len(targets))
-        ]
+        window_keys = [[_keys_at(store, job.layout, run, lo[t, q], hi[t, q]) for q, run in enumerate(runs)] for t in range(len(targets))]
         cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
     else:  # one run: its cuts are the targets themselves
         cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)

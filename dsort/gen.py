@@ -23,8 +23,9 @@ def _rng(seed, chunk: int):
     return np.random.default_rng([seed, chunk])
 
 
-def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_size: int = 10, skew: bool = False,
-                 ascii: bool = False) -> np.ndarray:
+def record_chunk(
+    start: int, n: int, *, seed: int, record_size: int = 100, key_size: int = 10, skew: bool = False, ascii: bool = False
+) -> np.ndarray:
     """Records ``start .. start + n`` as rows ``(n, record_size)`` of uint8 (``start`` a multiple of
     :data:`CHUNK`, or within one chunk: the random stream is keyed by chunk)."""
     out = np.empty((n, record_size), np.uint8)
@@ -33,7 +34,9 @@ def record_chunk(start: int, n: int, *, seed: int, record_size: int = 100, key_s
         c, off = divmod(start + done, CHUNK)
         m = min(n - done, CHUNK - off)
         rng = _rng(seed, c)
-        keys = rng.integers(32, 127, (CHUNK, key_size), dtype=np.uint8) if ascii else rng.integers(0, 256, (CHUNK, key_size), dtype=np.uint8)
+        keys = (
+            rng.integers(32, 127, (CHUNK, key_size), dtype=np.uint8) if ascii else rng.integers(0, 256, (CHUNK, key_size), dtype=np.uint8)
+        )
         keys = keys[off : off + m]
         if skew:
             # a few hot prefixes: the first bytes from a Zipf-like distribution over 64 values
@@ -66,7 +69,9 @@ def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: in
     try:
         with open(tmp, "wb") as f:
             for s in range(0, n, CHUNK):
-                f.write(record_chunk(s, min(CHUNK, n - s), seed=seed, record_size=record_size, key_size=key_size, skew=skew, ascii=ascii).data)
+                f.write(
+                    record_chunk(s, min(CHUNK, n - s), seed=seed, record_size=record_size, key_size=key_size, skew=skew, ascii=ascii).data
+                )
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -86,9 +86,7 @@ class _Builder:
         for q, run in enumerate(runs):
             extra = (q,) if run_arg else ()
             keys = [(self.names[phase], *group, *out, q, c) for c in range(len(run.parts))]
-            refs.append(
-                [TaskRef(self.add(k, func, TaskRef(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)]
-            )
+            refs.append([TaskRef(self.add(k, func, TaskRef(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)])
         return refs
 
     def local_sort(self, key_chunks, value_chunks, sizes, positions):
@@ -136,8 +134,18 @@ def _first_keys(array):
     return out
 
 
-def sort_graph(keys, values=None, *, positions=False, descending=False, na_position="last", strategy="auto", device=None,
-               local_directory=None, host_budget=0):
+def sort_graph(
+    keys,
+    values=None,
+    *,
+    positions=False,
+    descending=False,
+    na_position="last",
+    strategy="auto",
+    device=None,
+    local_directory=None,
+    host_budget=0,
+):
     """Build the sort of dask array ``keys`` (known chunk sizes along axis 0, one chunk in any
     other axis) carrying ``values`` (same chunks along axis 0) or, with ``positions``, the global
     int64 positions of the elements. ``device="gpu"``: host chunks are sorted and merged on the
@@ -203,8 +211,15 @@ def _external_job(keys, values, positions, sizes, descending, na_position, devic
     value_bytes = 0 if value_dtype is None else value_dtype.itemsize * int(np.prod(value_shape, dtype=np.int64))
     layout = R.Layout(key_bytes + value_bytes, key_bytes, None if byte_rows else keys.dtype.str)
     return external.ArrayJob(
-        layout=layout, range_rows=tuple(sizes), spacing=plan.sample_spacing(sizes, max(len(sizes) - 1, 1)),
+        layout=layout,
+        range_rows=tuple(sizes),
+        spacing=plan.sample_spacing(sizes, max(len(sizes) - 1, 1)),
         store=external.store_config(token, layout.row_bytes, local_directory, host_budget),
-        key_shape=tuple(keys.shape[1:]), value_dtype=value_dtype, value_shape=value_shape, positions=positions,
-        gpu=device == "gpu" or not isinstance(keys._meta, np.ndarray), descending=descending, na_position=na_position,
+        key_shape=tuple(keys.shape[1:]),
+        value_dtype=value_dtype,
+        value_shape=value_shape,
+        positions=positions,
+        gpu=device == "gpu" or not isinstance(keys._meta, np.ndarray),
+        descending=descending,
+        na_position=na_position,
     )

@@ -198,7 +198,7 @@ class RunStore:
                     k += 1
 
             flat = dev.upload(total, fill, gpu)
-            for i, run, first, size, at in segments:
+            for i, _, _, size, at in segments:
                 out[i] = flat[at : at + size].reshape(size // rb, rb)
         return out
 
@@ -210,22 +210,32 @@ class RunStore:
         import dask
 
         everywhere = dask.config.get("dsort.read-runs-where-they-are", False)  # also where the files are visible
-        remote = {i: it for i, it in enumerate(items)
-                  if it[0].worker and it[0].worker != self.worker and (everywhere or not os.path.exists(it[0].path))}
+        remote = {
+            i: it
+            for i, it in enumerate(items)
+            if it[0].worker and it[0].worker != self.worker and (everywhere or not os.path.exists(it[0].path))
+        }
         if not remote:
             return {}
         from distributed import wait, worker_client
 
         by_worker: dict = {}
-        for i, (run, lo, hi) in remote.items():
+        for i, (run, _, _) in remote.items():
             by_worker.setdefault(run.worker, []).append(i)
         got = {}
         with worker_client() as client:
             alive = set(client.scheduler_info()["workers"])
             futures = {
-                w: client.submit(read_slices, self.config, [(remote[i][0], int(remote[i][1]), int(remote[i][2])) for i in idx],
-                                 workers=[w], allow_other_workers=False, key=f"dsort-slices-{self.config.job}-{uuid.uuid4().hex}")
-                for w, idx in by_worker.items() if w in alive
+                w: client.submit(
+                    read_slices,
+                    self.config,
+                    [(remote[i][0], int(remote[i][1]), int(remote[i][2])) for i in idx],
+                    workers=[w],
+                    allow_other_workers=False,
+                    key=f"dsort-slices-{self.config.job}-{uuid.uuid4().hex}",
+                )
+                for w, idx in by_worker.items()
+                if w in alive
             }
             while futures:
                 try:

@@ -140,8 +140,9 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
             raise LimitError(f"{name} must be at least 1, got {v}")
     visible = 0 if cpu else dev.gpu_count()
     if visible and n_workers is not None and n_workers > visible:
-        raise LimitError(f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; "
-                         "pass --cpu for CPU workers")
+        raise LimitError(
+            f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; pass --cpu for CPU workers"
+        )
     gpus = tuple(range(n_workers if n_workers else visible)) if visible else ()
     workers = n_workers or (len(gpus) or 1)
     if threads_per_worker:
@@ -192,8 +193,10 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
     elif block < max(MIN_BLOCK, row_bytes):
         option, need, per = smallest
         have = res.device_budget if res.gpus else res.host_budget
-        raise LimitError(f"{option}: {_fmt(have)} is too small to sort blocks of at least {_fmt(MIN_BLOCK)}; "
-                         f"the smallest workable total is {_fmt(need)} {per}")
+        raise LimitError(
+            f"{option}: {_fmt(have)} is too small to sort blocks of at least {_fmt(MIN_BLOCK)}; "
+            f"the smallest workable total is {_fmt(need)} {per}"
+        )
     rows = max(1, block // row_bytes)
     return rows, rows, res.host_budget // 2, res.device_budget // 2 if res.gpus else 0, gpu_tasks
 
@@ -209,16 +212,20 @@ def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_siz
         room = res.host_budget // 2 // res.threads // 3
     if rows < need:
         if chunk_size:
-            raise LimitError(f"--chunk-size {_fmt(chunk_size)} would cut {_fmt(n * row_bytes)} into {-(-n // rows):,} runs; "
-                             f"dsort merges at most {MAX_RUNS:,} in one pass: the smallest workable --chunk-size here is "
-                             f"{_fmt(need * row_bytes)}")
+            raise LimitError(
+                f"--chunk-size {_fmt(chunk_size)} would cut {_fmt(n * row_bytes)} into {-(-n // rows):,} runs; "
+                f"dsort merges at most {MAX_RUNS:,} in one pass: the smallest workable --chunk-size here is "
+                f"{_fmt(need * row_bytes)}"
+            )
         rows = need
     if rows * row_bytes > room and not chunk_size and rows == need:  # an explicit --chunk-size is the user's call
         what = f"{_fmt(n * row_bytes)} of input in at most {MAX_RUNS:,} runs"
         option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
-        raise LimitError(f"{what} needs blocks of {_fmt(rows * row_bytes)}, and a task holds about three of them: more than "
-                         f"{option} leaves each of {gpu_tasks or res.threads} tasks ({_fmt(room * 3)}); raise {option} or lower "
-                         "--threads-per-worker")
+        raise LimitError(
+            f"{what} needs blocks of {_fmt(rows * row_bytes)}, and a task holds about three of them: more than "
+            f"{option} leaves each of {gpu_tasks or res.threads} tasks ({_fmt(room * 3)}); raise {option} or lower "
+            "--threads-per-worker"
+        )
     runs = max(1, -(-n // rows))
     range_rows = max(rows, -(-n // max(1, MAX_SLICES // runs)))  # few runs x ranges: the per-slice costs stay small
     return rows, max(rows, min(range_rows, room // row_bytes))
@@ -259,6 +266,7 @@ class Progress:
 
     def __enter__(self):
         if self.stream.isatty():
+
             def draw():
                 while not self._stop.wait(0.25):
                     self.stream.write("\r\33[2K" + self.line())
@@ -347,8 +355,9 @@ def _watch_workers(client, futures) -> list:
                 return
             since = None if workers else since or time.monotonic()
             if since is not None and time.monotonic() - since >= limit and not state:
-                state.append(f"the cluster at {client.scheduler.address} has had no workers for {limit:.0f} s (lost, with no "
-                             "nanny to restart them?)")
+                state.append(
+                    f"the cluster at {client.scheduler.address} has had no workers for {limit:.0f} s (lost, with no nanny to restart them?)"
+                )
                 client.cancel(futures)
                 return
 
@@ -384,8 +393,9 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
         raise InputError("sorting Parquet needs the sort columns: --by COL[,COL...]")
     named = io.format_of(output)
     if named and named != fmt:
-        raise InputError(f"OUTPUT {output} is named like {named} but INPUT is {fmt}, and dsort writes the input's format; "
-                         "choose a name that says so")
+        raise InputError(
+            f"OUTPUT {output} is named like {named} but INPUT is {fmt}, and dsort writes the input's format; choose a name that says so"
+        )
     out = io.check_destination(output, files, overwrite=overwrite, input_dirs=dirs)
     if fmt == "records":
         records.check_sizes(record_size, key_size)
@@ -399,9 +409,29 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
     return fmt, files, out
 
 
-def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=None, descending=False, overwrite=False,
-               chunk_size=None, scheduler=None, client=None, n_workers=None, threads_per_worker=None, memory_limit="auto",
-               device_memory_limit=None, local_directory=None, cpu=False, security=None, progress=True, stream=None) -> SortReport:
+def sort_files(
+    input,
+    output,
+    *,
+    format=None,
+    record_size=100,
+    key_size=10,
+    by=None,
+    descending=False,
+    overwrite=False,
+    chunk_size=None,
+    scheduler=None,
+    client=None,
+    n_workers=None,
+    threads_per_worker=None,
+    memory_limit="auto",
+    device_memory_limit=None,
+    local_directory=None,
+    cpu=False,
+    security=None,
+    progress=True,
+    stream=None,
+) -> SortReport:
     """Sort the rows of INPUT (a file, a directory or a glob of one format) into OUTPUT.
 
     ``format``: ``"records"``, ``"npy"`` or ``"parquet"`` (default: from the names). Records:
@@ -437,17 +467,72 @@ def sort_files(input, output, *, format=None, record_size=100, key_size=10, by=N
         own_client = None
     try:
         if fmt == "parquet":
-            return _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit,
-                                 local_directory, progress, stream, clock, startup)
-        return _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
-                           threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, clock, startup)
+            return _sort_parquet(
+                input,
+                out,
+                files,
+                by,
+                descending,
+                overwrite,
+                client,
+                n_workers,
+                threads_per_worker,
+                memory_limit,
+                local_directory,
+                progress,
+                stream,
+                clock,
+                startup,
+            )
+        return _sort_fixed(
+            input,
+            out,
+            fmt,
+            files,
+            record_size,
+            key_size,
+            descending,
+            overwrite,
+            chunk_size,
+            client,
+            n_workers,
+            threads_per_worker,
+            memory_limit,
+            device_memory_limit,
+            local_directory,
+            cpu,
+            progress,
+            stream,
+            clock,
+            startup,
+        )
     finally:
         if own_client is not None:
             own_client.close()
 
 
-def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overwrite, chunk_size, client, n_workers,
-                threads_per_worker, memory_limit, device_memory_limit, local_directory, cpu, progress, stream, clock, startup):
+def _sort_fixed(
+    input,
+    out,
+    fmt,
+    files,
+    record_size,
+    key_size,
+    descending,
+    overwrite,
+    chunk_size,
+    client,
+    n_workers,
+    threads_per_worker,
+    memory_limit,
+    device_memory_limit,
+    local_directory,
+    cpu,
+    progress,
+    stream,
+    clock,
+    startup,
+):
     from . import filesort as F
     from . import io, plan
     from . import runs as R
@@ -463,8 +548,13 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     n = sum(lengths)
     nbytes = n * layout.row_bytes
     if client is None:
-        res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit,
-                        device_memory_limit=device_memory_limit, cpu=cpu)
+        res = resources(
+            n_workers=n_workers,
+            threads_per_worker=threads_per_worker,
+            memory_limit=memory_limit,
+            device_memory_limit=device_memory_limit,
+            cpu=cpu,
+        )
     else:
         info = client.scheduler_info()["workers"].values()
         if not info:
@@ -473,8 +563,13 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
         from .engine.device import has_gpu
 
         gpu = not cpu and all(client.run(has_gpu).values())
-        res = Resources(sum(w["nthreads"] for w in info), mem * len(info), (0,) if gpu else (), 8 << 30 if gpu else 0,
-                        f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads")
+        res = Resources(
+            sum(w["nthreads"] for w in info),
+            mem * len(info),
+            (0,) if gpu else (),
+            8 << 30 if gpu else 0,
+            f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
+        )
     t0, t_valid = clock
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
@@ -493,8 +588,10 @@ def _sort_fixed(input, out, fmt, files, record_size, key_size, descending, overw
     ranges = plan.ranges(n, rows_per_range)
     print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
     at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
-    print(f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, "
-          f"{len(ranges)} output ranges{at_once}", file=stream)
+    print(
+        f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, {len(ranges)} output ranges{at_once}",
+        file=stream,
+    )
     if res.gpus and client is None:
         _first_use_notice(stream)
     stages, tiers = {}, {}
@@ -545,8 +642,11 @@ def _first_use_notice(stream) -> None:
     from .engine import _cuda
 
     if not _cuda.kernels_built():
-        print(f"first use of dsort's kernels on this {_cuda.arch()} GPU: compiling what this sort needs (seconds, once; "
-              "`dsort build-kernels` builds them all ahead of time)", file=stream)
+        print(
+            f"first use of dsort's kernels on this {_cuda.arch()} GPU: compiling what this sort needs (seconds, once; "
+            "`dsort build-kernels` builds them all ahead of time)",
+            file=stream,
+        )
 
 
 def _make_dirs(path: Path) -> list:
@@ -594,8 +694,23 @@ class _Null:
 PARQUET_IN_MEMORY = 8  # bytes of memory a byte of Parquet may take in the in-memory sort (decoded, pandas, copies)
 
 
-def _sort_parquet(input, out, files, by, descending, overwrite, client, n_workers, threads_per_worker, memory_limit,
-                  local_directory, progress, stream, clock, startup):
+def _sort_parquet(
+    input,
+    out,
+    files,
+    by,
+    descending,
+    overwrite,
+    client,
+    n_workers,
+    threads_per_worker,
+    memory_limit,
+    local_directory,
+    progress,
+    stream,
+    clock,
+    startup,
+):
     """Parquet rows by columns: the dataframe sort (:func:`dsort.dataframe.sort_values`) over row
     groups, on the embedded threads or the cluster: in memory (one part per row group) where
     ``PARQUET_IN_MEMORY`` times the files fit the memory, else through runs under
@@ -606,7 +721,11 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
     from .io import parquet
 
     t0 = clock[0]
-    res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True) if client is None else None
+    res = (
+        resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True)
+        if client is None
+        else None
+    )
     where = res.described if res else f"the cluster at {client.scheduler.address}"
     if res:
         memory = res.host_budget
@@ -616,8 +735,9 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
     external = sum(Path(f).stat().st_size for f in files) * PARQUET_IN_MEMORY > memory
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
         try:
-            job = parquet.sort_job(files, tmp, by=by, descending=descending, external=external,
-                                   local_directory=local_directory or out.parent)
+            job = parquet.sort_job(
+                files, tmp, by=by, descending=descending, external=external, local_directory=local_directory or out.parent
+            )
             print(f"sorting {job.records:,} parquet rows ({_fmt(job.nbytes)}) from {input} into {out}", file=stream)
             print(f"on {where}" + ("; through runs on disk (more than fits in memory)" if external else ""), file=stream)
             if job.records:
@@ -635,15 +755,30 @@ def _sort_parquet(input, out, files, by, descending, overwrite, client, n_worker
         _check(ins, outs, job.records, out, stream)
         job.finish(out_parts)
         t_pub = time.perf_counter()
-    return SortReport(str(input), out, "parquet", job.records, job.nbytes, time.perf_counter() - t0, ins, outs, where, startup,
-                      {"publish": time.perf_counter() - t_pub}, {}, {})
+    return SortReport(
+        str(input),
+        out,
+        "parquet",
+        job.records,
+        job.nbytes,
+        time.perf_counter() - t0,
+        ins,
+        outs,
+        where,
+        startup,
+        {"publish": time.perf_counter() - t_pub},
+        {},
+        {},
+    )
 
 
 def format_report(r: SortReport) -> str:
     """The summary a finished job prints: records, bytes, time, throughput, where the time went."""
     lines = [f"sorted {r.records:,} records ({_fmt(r.bytes)}), duplicate keys {r.output_summary.duplicates:,}"]
-    lines.append(f"wall time {r.wall:.2f} s, throughput {_fmt(r.throughput)}/s ({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
-                 + (f"; process start-up before it {r.startup:.2f} s" if r.startup is not None else ""))
+    lines.append(
+        f"wall time {r.wall:.2f} s, throughput {_fmt(r.throughput)}/s ({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
+        + (f"; process start-up before it {r.startup:.2f} s" if r.startup is not None else "")
+    )
     if r.phases:
         lines.append("phases (wall): " + ", ".join(f"{p} {s:.2f} s" for p, s in r.phases.items()))
     if r.stages:

@@ -47,10 +47,28 @@ def make(directory, *, days: int = 365, overwrite: bool = False) -> list[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=".dsort-tls-", dir=d))  # 0700; beside DIR, so the files move in by rename
     try:
         (tmp / "leaf.cnf").write_text(_LEAF)
-        for cmd in (["req", "-x509", *_EC, "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", str(days), "-subj", "/CN=dsort deployment CA"],
-                    ["req", *_EC, "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=dsort"],
-                    ["x509", "-req", "-in", "cert.csr", "-CA", "ca.pem", "-CAkey", "ca-key.pem", "-set_serial", f"0x{secrets.token_hex(16)}",
-                     "-days", str(days), "-extfile", "leaf.cnf", "-out", "cert.pem"]):
+        for cmd in (
+            ["req", "-x509", *_EC, "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", str(days), "-subj", "/CN=dsort deployment CA"],
+            ["req", *_EC, "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=dsort"],
+            [
+                "x509",
+                "-req",
+                "-in",
+                "cert.csr",
+                "-CA",
+                "ca.pem",
+                "-CAkey",
+                "ca-key.pem",
+                "-set_serial",
+                f"0x{secrets.token_hex(16)}",
+                "-days",
+                str(days),
+                "-extfile",
+                "leaf.cnf",
+                "-out",
+                "cert.pem",
+            ],
+        ):
             done = subprocess.run([openssl, *cmd], cwd=tmp, capture_output=True, text=True)
             if done.returncode:
                 raise InputError(f"openssl {cmd[0]} failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
@@ -87,5 +105,9 @@ def security(value=None, *, tls_ca_file=None, tls_cert=None, tls_key=None):
     for option, path in given.items():
         if path and not os.path.isfile(path):
             raise InputError(f"{option} {path}: no such file")
-    return Security(tls_ca_file=str(tls_ca_file), tls_client_cert=str(tls_cert), tls_client_key=str(tls_key) if tls_key else None,
-                    require_encryption=True)
+    return Security(
+        tls_ca_file=str(tls_ca_file),
+        tls_client_cert=str(tls_cert),
+        tls_client_key=str(tls_key) if tls_key else None,
+        require_encryption=True,
+    )

@@ -115,8 +115,9 @@ def test_sort_by_key_wide_values_nan_keys(strategy, descending, na_position, rng
     keys = R.make_keys("float64", "special", n, rng)
     values = rng.random((n, 3))
     sizes = chunking(n, 13, rng)
-    sk, sv = dsort.sort_by_key(to_dask(keys, sizes), to_dask(values, sizes), descending=descending,
-                               na_position=na_position, strategy=strategy)
+    sk, sv = dsort.sort_by_key(
+        to_dask(keys, sizes), to_dask(values, sizes), descending=descending, na_position=na_position, strategy=strategy
+    )
     got_k, got_v = dask.compute(sk, sv, scheduler="sync")
     order = check_sorted(keys, got_k, descending, na_position)
     assert np.array_equal(got_v, values[order])
@@ -250,6 +251,7 @@ def test_worker_processes(rng):
 
 
 # ---- GPU: CuPy chunks ------------------------------------------------------------------------
+
 
 def gpu_test(test):
     return pytest.mark.gpu(pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")(test))

@@ -23,7 +23,10 @@ def test_build_kernels_fills_the_cache_and_the_first_sort_compiles_nothing(tmp_p
     if not device.has_gpu():
         pytest.skip("no CUDA device")
     env = dict(os.environ, CUPY_CACHE_DIR=str(tmp_path / "cache"))
-    run = lambda *a: subprocess.run([sys.executable, "-m", "dsort", *a], env=env, capture_output=True, text=True, timeout=600)
+
+    def run(*a):
+        return subprocess.run([sys.executable, "-m", "dsort", *a], env=env, capture_output=True, text=True, timeout=600)
+
     src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
     assert run("gen", "records", "5000", str(src)).returncode == 0
     first = run("sort", str(src), str(dst))

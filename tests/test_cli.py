@@ -49,7 +49,7 @@ def test_gen_sort_check_records(tmp_path, scheduler, capsys):
     assert src.read_bytes() == before, "the input was modified"
     text = capsys.readouterr().out
     np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
-    lines = {l.split()[0]: l.split() for l in text.splitlines() if l.startswith(("input ", "output "))}
+    lines = {line.split()[0]: line.split() for line in text.splitlines() if line.startswith(("input ", "output "))}
     assert lines["input"][1:] == lines["output"][1:] and lines["input"][1] == "30,000"
     for word in ("records", "wall time", "throughput", "stages", "sort"):
         assert word in text
@@ -91,7 +91,9 @@ def test_a_changed_record_fails_the_sort_and_writes_nothing(tmp_path, capsys, mo
 def test_records_descending_skewed_small_keys(tmp_path, scheduler):
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     dsort("gen", "records", 20_000, src, "--skew", "--record-size", 20, "--key-size", 4)
-    assert dsort("sort", src, out, "--scheduler", scheduler, "--record-size", 20, "--key-size", 4, "--descending", "--chunk-size", "40kB") == 0
+    assert (
+        dsort("sort", src, out, "--scheduler", scheduler, "--record-size", 20, "--key-size", 4, "--descending", "--chunk-size", "40kB") == 0
+    )
     np.testing.assert_array_equal(read_records(out, 20), records_reference(read_records(src, 20), 4, descending=True))
     assert dsort("check", out, "--record-size", 20, "--key-size", 4, "--descending") == 0
 
@@ -127,12 +129,14 @@ def test_sort_npy(tmp_path, scheduler, dtype, descending):
 
 def _parquet_input(tmp_path, n=6000):
     rng = np.random.default_rng(2)
-    df = pd.DataFrame({
-        "k": rng.integers(0, 20, n),
-        "f": np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 5, n).astype(float)),
-        "name": rng.choice(["ab", "b", "ä", "a"], n),
-        "row": np.arange(n),
-    })
+    df = pd.DataFrame(
+        {
+            "k": rng.integers(0, 20, n),
+            "f": np.where(rng.random(n) < 0.1, np.nan, rng.integers(0, 5, n).astype(float)),
+            "name": rng.choice(["ab", "b", "ä", "a"], n),
+            "row": np.arange(n),
+        }
+    )
     src = tmp_path / "in.parquet"
     df.to_parquet(src, row_group_size=1000)
     return src, df
@@ -185,30 +189,34 @@ def _arrow_table(rng, n, null_keys=0.15):
         mask[[0, -1] if n else []] = True
         return pa.array(values, typ, mask=mask)
 
-    return pa.table({
-        "ki": col(rng.integers(-3, 3, n), pa.int64(), null_keys),
-        "kb": col(rng.random(n) < 0.5, pa.bool_(), null_keys),
-        "kt": col(rng.integers(-2, 2, n) * 3_600_000_000, pa.timestamp("us", "Asia/Tokyo")),
-        "kd": col(rng.integers(-2, 2, n).astype(np.int32), pa.int32()).cast(pa.date32()),
-        "i64": col(rng.choice(np.array([-2**63, 2**63 - 1, 2**53 + 1, 0], np.int64), n), pa.int64()),
-        "u64": col(rng.choice(np.array([0, 2**64 - 1, 2**63], np.uint64), n), pa.uint64()),
-        "f64": col(rng.choice([np.nan, -0.0, 0.0, np.inf, 1.5], n), pa.float64()),
-        "f16": col(rng.choice([np.nan, -0.0, 1.5], n).astype(np.float16), pa.float16()),
-        "tm": col(rng.integers(0, 86_400_000_000, n), pa.time64("us")),
-        "dur": col(rng.integers(-10, 10, n), pa.duration("ms")),
-        "dec": col([decimal.Decimal(int(v)).scaleb(-4) for v in rng.integers(-10**12, 10**12, n)], pa.decimal128(20, 4)),
-        "bin": col([bytes(rng.integers(0, 256, rng.integers(0, 4), dtype=np.uint8)) for _ in range(n)], pa.binary()),
-        "fsb": col([bytes(rng.integers(0, 256, 3, dtype=np.uint8)) for _ in range(n)], pa.binary(3)),
-        "ls": col(rng.choice(["", "é", "a\x00b", "z"], n), pa.large_string()),
-        "sv": col(rng.choice(["", "é", "a long string, not inline in its view"], n), pa.string_view()),
-        "bv": col([bytes(rng.integers(0, 256, 20, dtype=np.uint8)) for _ in range(n)], pa.binary_view()),
-        "cat": col(rng.choice(["x", "y"], n), pa.string()).dictionary_encode(),
-        "lst": col([[int(v), None][: v % 3] for v in rng.integers(0, 9, n)], pa.list_(pa.int32())),
-        "st": col([{"a": int(v), "b": None if v % 2 else str(v)} for v in rng.integers(0, 9, n)],
-                  pa.struct([("a", pa.int64()), ("b", pa.string())])),
-        "mp": col([[("k", int(v))] for v in rng.integers(0, 9, n)], pa.map_(pa.string(), pa.int64())),
-        "nul": pa.nulls(n),
-    })
+    return pa.table(
+        {
+            "ki": col(rng.integers(-3, 3, n), pa.int64(), null_keys),
+            "kb": col(rng.random(n) < 0.5, pa.bool_(), null_keys),
+            "kt": col(rng.integers(-2, 2, n) * 3_600_000_000, pa.timestamp("us", "Asia/Tokyo")),
+            "kd": col(rng.integers(-2, 2, n).astype(np.int32), pa.int32()).cast(pa.date32()),
+            "i64": col(rng.choice(np.array([-(2**63), 2**63 - 1, 2**53 + 1, 0], np.int64), n), pa.int64()),
+            "u64": col(rng.choice(np.array([0, 2**64 - 1, 2**63], np.uint64), n), pa.uint64()),
+            "f64": col(rng.choice([np.nan, -0.0, 0.0, np.inf, 1.5], n), pa.float64()),
+            "f16": col(rng.choice([np.nan, -0.0, 1.5], n).astype(np.float16), pa.float16()),
+            "tm": col(rng.integers(0, 86_400_000_000, n), pa.time64("us")),
+            "dur": col(rng.integers(-10, 10, n), pa.duration("ms")),
+            "dec": col([decimal.Decimal(int(v)).scaleb(-4) for v in rng.integers(-(10**12), 10**12, n)], pa.decimal128(20, 4)),
+            "bin": col([bytes(rng.integers(0, 256, rng.integers(0, 4), dtype=np.uint8)) for _ in range(n)], pa.binary()),
+            "fsb": col([bytes(rng.integers(0, 256, 3, dtype=np.uint8)) for _ in range(n)], pa.binary(3)),
+            "ls": col(rng.choice(["", "é", "a\x00b", "z"], n), pa.large_string()),
+            "sv": col(rng.choice(["", "é", "a long string, not inline in its view"], n), pa.string_view()),
+            "bv": col([bytes(rng.integers(0, 256, 20, dtype=np.uint8)) for _ in range(n)], pa.binary_view()),
+            "cat": col(rng.choice(["x", "y"], n), pa.string()).dictionary_encode(),
+            "lst": col([[int(v), None][: v % 3] for v in rng.integers(0, 9, n)], pa.list_(pa.int32())),
+            "st": col(
+                [{"a": int(v), "b": None if v % 2 else str(v)} for v in rng.integers(0, 9, n)],
+                pa.struct([("a", pa.int64()), ("b", pa.string())]),
+            ),
+            "mp": col([[("k", int(v))] for v in rng.integers(0, 9, n)], pa.map_(pa.string(), pa.int64())),
+            "nul": pa.nulls(n),
+        }
+    )
 
 
 @pytest.mark.parametrize("case", ["random", "cluster", "one row", "all keys null", "empty"])
@@ -261,7 +269,7 @@ def test_a_damaged_parquet_page_is_one_line_and_writes_nothing(tmp_path, capsys)
     pq.write_table(pa.table({"k": np.arange(5000)[::-1], "s": [str(i) for i in range(5000)]}), src, row_group_size=1000)
     page = pq.ParquetFile(src).metadata.row_group(2).column(1).data_page_offset
     data = bytearray(src.read_bytes())
-    data[page:page + 16] = b"\xff" * 16
+    data[page : page + 16] = b"\xff" * 16
     src.write_bytes(data)
     for by in ("k", "s"):
         assert dsort("sort", src, tmp_path / "out", "--by", by) == 2
@@ -344,8 +352,9 @@ def test_bad_inputs_fail_clearly_and_write_nothing(tmp_path, capsys):
     assert "several formats" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("option,value", [("--memory-limit", "banana"), ("--threads-per-worker", 0), ("--n-workers", 0),
-                                          ("--chunk-size", "lots")])
+@pytest.mark.parametrize(
+    "option,value", [("--memory-limit", "banana"), ("--threads-per-worker", 0), ("--n-workers", 0), ("--chunk-size", "lots")]
+)
 def test_bad_options_are_one_line(tmp_path, capsys, option, value):
     (tmp_path / "in.bin").write_bytes(bytes(1000))
     with pytest.raises(SystemExit) as exit:
@@ -420,7 +429,7 @@ def test_check_catches_unsorted_and_changed_records(tmp_path, scheduler, capsys)
     data.tofile(out)
     assert dsort("check", out) == 0
     changed = capsys.readouterr().out
-    checksum = [l for l in good.splitlines() if l.startswith("Checksum")]
+    checksum = [line for line in good.splitlines() if line.startswith("Checksum")]
     assert checksum and checksum[0] not in changed
     data[[1000, 3000]] = data[[3000, 1000]]  # two swapped records: out of order
     data.tofile(out)
@@ -436,8 +445,24 @@ def test_out_of_core_runs_on_disk_with_a_tiny_memory_limit(tmp_path, capsys, des
     src, out, spill = tmp_path / "in.bin", tmp_path / "out.bin", tmp_path / "spill" / "deeper"
     dsort("gen", "records", 1_500_000, src, "--skew")
     flags = ["--descending"] if descending else []
-    assert dsort("sort", src, out, "--cpu", "--n-workers", 2, "--threads-per-worker", 1, "--memory-limit", "24MB",
-                 "--local-directory", spill, *flags) == 0
+    assert (
+        dsort(
+            "sort",
+            src,
+            out,
+            "--cpu",
+            "--n-workers",
+            2,
+            "--threads-per-worker",
+            1,
+            "--memory-limit",
+            "24MB",
+            "--local-directory",
+            spill,
+            *flags,
+        )
+        == 0
+    )
     text = capsys.readouterr().out
     assert "2 threads on the CPU, host memory 45.78 MiB" in text
     tiers = dict((w.split()[1], int(w.split()[0].replace(",", ""))) for w in text.split("runs: ")[1].splitlines()[0].split(", "))
@@ -513,12 +538,34 @@ def _process_cluster(*worker_options, workers=2):
     address = f"tcp://127.0.0.1:{port}"
     bindir = Path(PY).parent
     dask_cmd = [str(bindir / "dask")] if (bindir / "dask").exists() else [PY, "-m", "dask"]
-    procs = [subprocess.Popen([*dask_cmd, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)]
+    procs = [
+        subprocess.Popen(
+            [*dask_cmd, "scheduler", "--host", "127.0.0.1", "--port", str(port), "--no-dashboard"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
     try:
         for _ in range(workers):
-            procs.append(subprocess.Popen([*dask_cmd, "worker", address, "--nthreads", "1", "--host", "127.0.0.1", "--no-dashboard",
-                                           "--memory-limit", "1GB", *worker_options], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            procs.append(
+                subprocess.Popen(
+                    [
+                        *dask_cmd,
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--no-dashboard",
+                        "--memory-limit",
+                        "1GB",
+                        *worker_options,
+                    ],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         from distributed import Client
 
         with Client(address, timeout="60s") as c:

@@ -16,7 +16,6 @@ import socket
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -33,6 +32,8 @@ def _command(name):
     """The installed command ``name``, else its module (an install on PYTHONPATH, as on the device)."""
     script = BIN / name
     return [str(script)] if script.exists() else [sys.executable, "-m", name]
+
+
 RECORDS = "20000"  # instead of the README's 1e8
 
 
@@ -78,7 +79,7 @@ class Deployment:
         w = w.replace("scheduler:8786", f"127.0.0.1:{self.port}")
         for inside, here in self.paths.items():
             if w == inside or w.startswith(inside + "/"):
-                return str(here) + w[len(inside):]
+                return str(here) + w[len(inside) :]
         return w
 
     def argv(self, service: str, args=()) -> list:
@@ -144,14 +145,13 @@ def deployment(request, tmp_path_factory):
     d = Deployment(tmp_path_factory.mktemp(f"deploy-{request.param}"), gpu=request.param == "gpu")
     steps = readme_session()
     try:
-        for i, (verb, words) in enumerate(steps):
-            if verb == "up":
-                d.up(*[w for w in words if not w.startswith("-")])
-                break
+        up = next(i for i, (verb, _) in enumerate(steps) if verb == "up")
+        for verb, words in steps[:up]:
             assert verb == "run" and words[0] == "--rm", words
             done = d.run(words[1], words[2:])
             assert done.returncode == 0, done.stdout + done.stderr
-        d.rest = steps[i + 1 :]
+        d.up(*[w for w in steps[up][1] if not w.startswith("-")])
+        d.rest = steps[up + 1 :]
         yield d
     finally:
         d.down()
@@ -171,7 +171,7 @@ def test_the_readme_session_on_local_processes(deployment):
         ran.append(words[2:4])
         if words[3] == "sort":
             assert f"the cluster at {deployment.address}" in out and "OK: wrote" in out, out
-            ins, outs = (l.split() for l in out.splitlines() if l.startswith(("input ", "output ")))
+            ins, outs = (line.split() for line in out.splitlines() if line.startswith(("input ", "output ")))
             assert ins[1:] == outs[1:] and ins[1] == f"{int(RECORDS):,}", out
         if words[3] == "check":
             assert "SUCCESS - all records are in order" in out and f"Records: {int(RECORDS):,}" in out, out
@@ -228,7 +228,9 @@ def test_dsort_tls_makes_one_deployments_set(tmp_path, capsys):
     assert main(["tls", str(d)]) == 0
     assert sorted(os.listdir(d)) == ["ca.pem", "cert.pem", "key.pem"]
     assert stat.S_IMODE((d / "key.pem").stat().st_mode) == 0o600
-    verify = subprocess.run(["openssl", "verify", "-purpose", "sslclient", "-CAfile", d / "ca.pem", d / "cert.pem"], capture_output=True, text=True)
+    verify = subprocess.run(
+        ["openssl", "verify", "-purpose", "sslclient", "-CAfile", d / "ca.pem", d / "cert.pem"], capture_output=True, text=True
+    )
     assert verify.returncode == 0, verify.stdout + verify.stderr
     ssl.create_default_context(cafile=d / "ca.pem").load_cert_chain(d / "cert.pem", d / "key.pem")  # the key is the certificate's
     ca = (d / "ca.pem").read_bytes()
@@ -248,7 +250,11 @@ def test_the_compose_file_keeps_the_scheduler_private_and_on_tls():
     assert published and all(p.startswith("127.0.0.1:") for p in published) and not any("8786" in p for p in published)
     for name in ("scheduler", "worker"):
         command = services[name]["command"]
-        assert [command[command.index(o) + 1] for o in ("--tls-ca-file", "--tls-cert", "--tls-key")] == ["/tls/ca.pem", "/tls/cert.pem", "/tls/key.pem"]
+        assert [command[command.index(o) + 1] for o in ("--tls-ca-file", "--tls-cert", "--tls-key")] == [
+            "/tls/ca.pem",
+            "/tls/cert.pem",
+            "/tls/key.pem",
+        ]
     assert services["scheduler"]["command"][services["scheduler"]["command"].index("--protocol") + 1] == "tls"
     assert services["worker"]["command"][:4] == ["dask", "cuda", "worker", "tls://scheduler:8786"]
     assert services["worker"]["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]

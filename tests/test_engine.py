@@ -9,7 +9,7 @@ from dsort import engine
 from dsort.engine import numpy_engine
 
 from .conftest import get, put
-from .reference import CASES, DTYPES, FLOAT_DTYPES, argsort as ref_argsort, compare, make_keys
+from .reference import CASES, DTYPES, argsort as ref_argsort, compare, make_keys
 
 # Around the tile sizes of the GPU kernels (and harmless for NumPy).
 SIZES = [0, 1, 2, 3, 31, 127, 128, 129, 1023, 1024, 1025, 2815, 2816, 2817, 5000]

@@ -123,14 +123,17 @@ def test_bad_memory_limit_is_refused_at_call_time():
 
 
 def _frame(rng, n):
-    df = pd.DataFrame({
-        "k": rng.integers(0, 40, n),
-        "f": rng.choice([np.nan, -0.0, 0.0, 1.5, -np.inf, np.inf, 2.0], n),
-        "s": rng.choice(["", "a", "ab", "b", "é", None, "a\0"], n),
-        "n": pd.array(rng.integers(0, 5, n), dtype="Int64"),
-        "c": pd.Categorical(rng.choice(["x", "y", "z"], n)),
-        "x": np.arange(n),
-    }, index=rng.permutation(n) + 1000)
+    df = pd.DataFrame(
+        {
+            "k": rng.integers(0, 40, n),
+            "f": rng.choice([np.nan, -0.0, 0.0, 1.5, -np.inf, np.inf, 2.0], n),
+            "s": rng.choice(["", "a", "ab", "b", "é", None, "a\0"], n),
+            "n": pd.array(rng.integers(0, 5, n), dtype="Int64"),
+            "c": pd.Categorical(rng.choice(["x", "y", "z"], n)),
+            "x": np.arange(n),
+        },
+        index=rng.permutation(n) + 1000,
+    )
     df.loc[df.index[::9], "n"] = pd.NA
     return df
 
@@ -146,10 +149,17 @@ def _chain(df, by, ascending, na_position):
     return df
 
 
-@pytest.mark.parametrize("by,ascending,na_position", [
-    ("k", True, "last"), ("f", False, "last"), ("f", True, "first"), (["s", "k"], [True, False], "last"),
-    (["n", "f"], [False, True], "first"), ("x", False, "last"),
-])
+@pytest.mark.parametrize(
+    "by,ascending,na_position",
+    [
+        ("k", True, "last"),
+        ("f", False, "last"),
+        ("f", True, "first"),
+        (["s", "k"], [True, False], "last"),
+        (["n", "f"], [False, True], "first"),
+        ("x", False, "last"),
+    ],
+)
 @pytest.mark.parametrize("partitions", ["even", "filtered", "one", "tiny"])
 def test_external_frame_sort_equals_pandas(by, ascending, na_position, partitions, rng, tmp_path, monkeypatch):
     from dsort.dataframe import sort_values

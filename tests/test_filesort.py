@@ -14,16 +14,27 @@ from dsort.service import LimitError, sort_files
 
 from .conftest import HAS_GPU
 
-ENGINES = [pytest.param("cpu", id="cpu"),
-           pytest.param("gpu", id="gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")])]
+ENGINES = [
+    pytest.param("cpu", id="cpu"),
+    pytest.param("gpu", id="gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")]),
+]
 # (memory_limit, device_memory_limit): where the runs go
 TIERS = {"memory": ("auto", None), "host": ("auto", "1B"), "disk": ("2kB", "1B")}
 
 
 def _sort(src, out, engine, tier, chunk, **kw):
     mem, devmem = TIERS[tier]
-    r = sort_files(src, out, cpu=engine == "cpu", memory_limit=mem, device_memory_limit=devmem if engine == "gpu" else None,
-                   chunk_size=chunk, progress=False, stream=open(os.devnull, "w"), **kw)
+    r = sort_files(
+        src,
+        out,
+        cpu=engine == "cpu",
+        memory_limit=mem,
+        device_memory_limit=devmem if engine == "gpu" else None,
+        chunk_size=chunk,
+        progress=False,
+        stream=open(os.devnull, "w"),
+        **kw,
+    )
     want = {"memory": "device" if engine == "gpu" else "host", "host": "host", "disk": "disk"}[tier]
     if r.bytes > 1000:  # more than the 1 kB that the small limits leave for runs in memory
         assert want in r.runs and (tier == "disk" or set(r.runs) == {want}), r.runs
@@ -37,7 +48,9 @@ def records_reference(data, key_size=10, descending=False):
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("tier", list(TIERS))
-@pytest.mark.parametrize("n,chunk", [(0, 10_000), (1, 10_000), (99, 10_000), (100, 10_000), (101, 10_000), (5_003, 40_000), (20_000, 1_000_000)])
+@pytest.mark.parametrize(
+    "n,chunk", [(0, 10_000), (1, 10_000), (99, 10_000), (100, 10_000), (101, 10_000), (5_003, 40_000), (20_000, 1_000_000)]
+)
 def test_records_every_tier(tmp_path, engine, tier, n, chunk, rng):
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(n, src, seed=int(rng.integers(1 << 30)), skew=bool(n % 2))
@@ -150,8 +163,23 @@ def test_a_full_local_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, ca
     src, spill = tmp_path / "in.bin", tmp_path / "spill"
     spill.mkdir()
     gen.records(100_000, src)
-    assert main(["sort", str(src), str(tmp_path / "out.bin"), "--cpu", "--memory-limit", "8MB", "--chunk-size", "1MB",
-                 "--local-directory", str(spill)]) == 2
+    assert (
+        main(
+            [
+                "sort",
+                str(src),
+                str(tmp_path / "out.bin"),
+                "--cpu",
+                "--memory-limit",
+                "8MB",
+                "--chunk-size",
+                "1MB",
+                "--local-directory",
+                str(spill),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err
     assert written, "the runs should have gone to disk"
     assert "No space left on device" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
@@ -172,12 +200,18 @@ def _on_cluster(tmp_path, kill_when=None, everywhere=False):
 
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(300_000, src, skew=True)
-    with dask.config.set({"dsort.read-runs-where-they-are": everywhere}), \
-            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster, Client(cluster) as client:
+    with (
+        dask.config.set({"dsort.read-runs-where-they-are": everywhere}),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=":0") as cluster,
+        Client(cluster) as client,
+    ):
         pids = list(client.run(os.getpid).values())
         done = {}
-        t = threading.Thread(target=lambda: done.update(r=sort_files(src, out, client=client, chunk_size=30_000, progress=False,
-                                                                        stream=open(os.devnull, "w"))))
+        t = threading.Thread(
+            target=lambda: done.update(
+                r=sort_files(src, out, client=client, chunk_size=30_000, progress=False, stream=open(os.devnull, "w"))
+            )
+        )
         with get_task_stream(client) as stream:
             t.start()
             deadline = time.time() + 60

@@ -116,8 +116,9 @@ def test_merge_large(rng, dtype, shape):
         _, rv = ce.merge(da, db, cupy.asarray(ra), cupy.asarray(rb), descending=descending)
         assert same(cupy.asnumpy(rv), np.concatenate([ra, rb])[want[1]])
         d = np.unique(np.concatenate([[0, m + n], rng.integers(0, m + n + 1, 1000)]))
-        assert same(cupy.asnumpy(ce.merge_path(da, db, cupy.asarray(d), descending=descending)),
-                    ne.merge_path(a, b, d, descending=descending))
+        assert same(
+            cupy.asnumpy(ce.merge_path(da, db, cupy.asarray(d), descending=descending)), ne.merge_path(a, b, d, descending=descending)
+        )
 
 
 @pytest.mark.parametrize("values", ["int16", "rows90", "float32", "uint64", "int64-strided"])

@@ -2,7 +2,6 @@
 
 import os
 import zlib
-from pathlib import Path
 
 import dask
 import dask.dataframe as dd
@@ -47,13 +46,22 @@ def test_summaries_combine_like_the_whole(rng, kind, descending):
         keys = rng.integers(-5, 5, n)
         order = np.argsort(keys, kind="stable")
     if descending:
-        order = pd.Series(list(map(bytes, keys)) if kind == "bytes" else keys).sort_values(ascending=False, kind="stable", na_position="last").index.to_numpy()
+        order = (
+            pd.Series(list(map(bytes, keys)) if kind == "bytes" else keys)
+            .sort_values(ascending=False, kind="stable", na_position="last")
+            .index.to_numpy()
+        )
     sorted_keys = keys[order]
     for data, is_sorted in [(sorted_keys, True), (keys, False)]:
         whole = C.summarize(data, descending=descending)
         parts = C.combine([C.summarize(c, descending=descending) for c in _chunked(data, rng)], descending=descending)
         assert (parts.records, parts.checksum, parts.unordered, parts.duplicates, parts.first_unordered) == (
-            whole.records, whole.checksum, whole.unordered, whole.duplicates, whole.first_unordered)
+            whole.records,
+            whole.checksum,
+            whole.unordered,
+            whole.duplicates,
+            whole.first_unordered,
+        )
         assert whole.sorted == is_sorted
     # duplicates in a sorted sequence: records minus distinct keys (NaNs are one key)
     distinct = len(np.unique(sorted_keys, axis=0)) if kind == "bytes" else pd.Series(sorted_keys).nunique(dropna=False)
@@ -117,8 +125,13 @@ def test_record_sizes_and_npy_headers_are_checked(tmp_path):
     np.save(tmp_path / "text.npy", np.array([b"a", b"b"]))
     np.save(tmp_path / "big.npy", np.arange(3, dtype=">i8"))
     (tmp_path / "junk.npy").write_bytes(b"not numpy")
-    for name, msg in [("two", "1-D"), ("half", "unsupported dtype float16"), ("text", "unsupported dtype"),
-                      ("big", "byte order"), ("junk", "not a readable .npy")]:
+    for name, msg in [
+        ("two", "1-D"),
+        ("half", "unsupported dtype float16"),
+        ("text", "unsupported dtype"),
+        ("big", "byte order"),
+        ("junk", "not a readable .npy"),
+    ]:
         with pytest.raises(InputError, match=msg):
             npyio.header(tmp_path / f"{name}.npy")
     np.save(tmp_path / "a.npy", np.arange(3, dtype=np.int32))
@@ -269,25 +282,34 @@ def test_staged_output_is_all_or_nothing(tmp_path):
 
 
 def _frame(rng, n):
-    df = pd.DataFrame({
-        "i": rng.integers(-3, 3, n),
-        "u": rng.integers(0, 3, n).astype(np.uint16),
-        "f": rng.choice([-1.5, -0.0, 0.0, 2.0, np.inf, np.nan], n),
-        "s": rng.choice(["", "a", "ab", "b", "é", None], n),
-        "t": pd.to_datetime(rng.integers(0, 3, n), unit="D"),
-        "b": rng.random(n) < 0.5,
-        "n": pd.array(rng.integers(0, 3, n), dtype="Int64"),
-        "row": np.arange(n),
-    })
+    df = pd.DataFrame(
+        {
+            "i": rng.integers(-3, 3, n),
+            "u": rng.integers(0, 3, n).astype(np.uint16),
+            "f": rng.choice([-1.5, -0.0, 0.0, 2.0, np.inf, np.nan], n),
+            "s": rng.choice(["", "a", "ab", "b", "é", None], n),
+            "t": pd.to_datetime(rng.integers(0, 3, n), unit="D"),
+            "b": rng.random(n) < 0.5,
+            "n": pd.array(rng.integers(0, 3, n), dtype="Int64"),
+            "row": np.arange(n),
+        }
+    )
     df.loc[rng.random(n) < 0.1, "t"] = pd.NaT
     df.loc[rng.random(n) < 0.1, "n"] = pd.NA
     return df
 
 
-@pytest.mark.parametrize("by,ascending", [
-    (["i"], True), (["f"], False), (["s"], True), (["t", "i"], [False, True]), (["n", "s", "f"], [True, False, False]),
-    (["b", "u"], False),
-])
+@pytest.mark.parametrize(
+    "by,ascending",
+    [
+        (["i"], True),
+        (["f"], False),
+        (["s"], True),
+        (["t", "i"], [False, True]),
+        (["n", "s", "f"], [True, False, False]),
+        (["b", "u"], False),
+    ],
+)
 @pytest.mark.parametrize("na_position", ["last", "first"])
 @pytest.mark.parametrize("backend", ["numpy", "pyarrow"])
 def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position, backend):

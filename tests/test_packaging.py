@@ -14,7 +14,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_wheel_ships_kernels(tmp_path):
     pytest.importorskip("hatchling", reason="the test extra installs hatchling; the GPU image lacks it")
     build = "import hatchling.build as b, sys; print(b.build_wheel(sys.argv[1]))"
-    name = subprocess.run([sys.executable, "-c", build, str(tmp_path)], cwd=ROOT, check=True, capture_output=True, text=True).stdout.split()[-1]
+    name = subprocess.run(
+        [sys.executable, "-c", build, str(tmp_path)], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout.split()[-1]
     wheel = tmp_path / name
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
@@ -45,9 +47,11 @@ def test_the_embedded_sort_does_not_import_distributed(tmp_path):
     from dsort import gen
 
     gen.records(1000, tmp_path / "in.bin")
-    code = ("import sys; from dsort.cli import main; "
-            f"assert main(['sort', {str(tmp_path / 'in.bin')!r}, {str(tmp_path / 'out.bin')!r}, '--cpu']) == 0; "
-            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))")
+    code = (
+        "import sys; from dsort.cli import main; "
+        f"assert main(['sort', {str(tmp_path / 'in.bin')!r}, {str(tmp_path / 'out.bin')!r}, '--cpu']) == 0; "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] == 'distributed'))"
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "[]", done.stdout

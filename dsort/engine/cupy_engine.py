@@ -259,8 +259,12 @@ def _mergesort(coded: _Coded, order: str, values=None, iota: bool = False, int64
             mr = _sort_kernel(order, coded.size, vtype, mr_name)
             vout = (final if int64_out and last else vals[dst]) if vtype else C.NULL
             mark = _mark(f"pass run={run}")
-            C.launch(part, C.search_grid(tiles + 1), C.SEARCH_THREADS,
-                     (keys[src], np.int64(n), np.int64(run), np.int64(tile_m), np.int64(tiles + 1), parts))
+            C.launch(
+                part,
+                C.search_grid(tiles + 1),
+                C.SEARCH_THREADS,
+                (keys[src], np.int64(n), np.int64(run), np.int64(tile_m), np.int64(tiles + 1), parts),
+            )
             args = (keys[src], vals[src] if vtype else C.NULL, keys[dst], vout, np.int64(n), np.int64(run), parts)
             C.launch(mr, tiles, nt_m, args, smem)
             _close(mark)
@@ -301,7 +305,6 @@ def _check_flags(keys, descending: bool, na_first: bool, copy: bool = False):
 def _sorting_permutation(keys, descending: bool, na_first: bool, int64_out: bool = False):
     """Stable sorting permutation (index dtype for n, or int64) and, when cheap, the sorted keys
     (else None)."""
-    n = len(keys)
     if _wide_rows(keys):
         rows = cupy.ascontiguousarray(keys)
         perm = None
@@ -391,9 +394,7 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     order = _order(ca.ctype, descending, na_first)
     na, nb = len(a), len(b)
     n = na + nb
-    carry = (
-        with_values and a_values.ndim == 1 and a_values.dtype == b_values.dtype and a_values.dtype.itemsize in _VTYPE
-    )
+    carry = with_values and a_values.ndim == 1 and a_values.dtype == b_values.dtype and a_values.dtype.itemsize in _VTYPE
     if carry:
         va = cupy.ascontiguousarray(a_values).view(_VDTYPE[a_values.dtype.itemsize])
         vb = cupy.ascontiguousarray(b_values).view(_VDTYPE[a_values.dtype.itemsize])
@@ -411,16 +412,26 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     tiles = -(-n // tile)
     parts = cupy.empty(tiles + 1, dtype=cupy.int64)
     mp = _search_kernel(order, "dsort::k_merge_path")
-    C.launch(mp, C.search_grid(tiles + 1), C.SEARCH_THREADS,
-             (ca.data, np.int64(na), cb.data, np.int64(nb), C.NULL, np.int64(tile), np.int64(tiles + 1), parts))
+    C.launch(
+        mp,
+        C.search_grid(tiles + 1),
+        C.SEARCH_THREADS,
+        (ca.data, np.int64(na), cb.data, np.int64(nb), C.NULL, np.int64(tile), np.int64(tiles + 1), parts),
+    )
     out = cupy.empty((n, 2) if ca.size == 16 else n, dtype=ca.data.dtype)
     vout = cupy.empty(n, dtype=va.dtype) if va is not None else None
     kern = _sort_kernel(order, ca.size, vtype, f"dsort::k_merge_pair<{order}, {nt_m}, {vt}, {mode},")
     smem = C.align16(tile * ca.size) + tile * vbytes
     args = (
-        ca.data, va if mode == _CARRY else C.NULL, np.int64(na),
-        cb.data, vb if mode == _CARRY else C.NULL, np.int64(nb),
-        out, vout if vout is not None else C.NULL, parts,
+        ca.data,
+        va if mode == _CARRY else C.NULL,
+        np.int64(na),
+        cb.data,
+        vb if mode == _CARRY else C.NULL,
+        np.int64(nb),
+        out,
+        vout if vout is not None else C.NULL,
+        parts,
     )
     C.launch(kern, tiles, nt_m, args, smem)
     keys = ca.decode(out)
@@ -447,12 +458,19 @@ def merge_path(a, b, diagonals, descending=False, na_position="last"):
     out = cupy.empty(d.size, dtype=cupy.int64)
     if K.is_byte_rows(a):
         kern = C.function(_ROWS_SOURCES, _rows_names(), f"dsort::k_rows_merge_path<{_cbool(descending)}>")
-        args = (cupy.ascontiguousarray(a), np.int64(m), cupy.ascontiguousarray(b), np.int64(n),
-                np.int32(a.shape[1]), d, np.int64(d.size), out)
+        args = (
+            cupy.ascontiguousarray(a),
+            np.int64(m),
+            cupy.ascontiguousarray(b),
+            np.int64(n),
+            np.int32(a.shape[1]),
+            d,
+            np.int64(d.size),
+            out,
+        )
     else:
         kern = _search_kernel(_order(_ctype(a.dtype), descending, na_first), "dsort::k_merge_path")
-        args = (cupy.ascontiguousarray(a), np.int64(m), cupy.ascontiguousarray(b), np.int64(n),
-                d, np.int64(0), np.int64(d.size), out)
+        args = (cupy.ascontiguousarray(a), np.int64(m), cupy.ascontiguousarray(b), np.int64(n), d, np.int64(0), np.int64(d.size), out)
     C.launch(kern, C.search_grid(d.size), C.SEARCH_THREADS, args)
     return out
 

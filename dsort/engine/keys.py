@@ -24,10 +24,7 @@ import numpy as np
 
 NA_POSITIONS = ("last", "first")
 
-SUPPORTED = (
-    "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64 "
-    "and fixed-width bytes (S<n>, V<n>)"
-)
+SUPPORTED = "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64 and fixed-width bytes (S<n>, V<n>)"
 
 
 def is_bytes(dtype) -> bool:
@@ -63,9 +60,7 @@ def check_values(keys, values, what: str = "values") -> None:
     if values is None:
         return
     if getattr(values, "ndim", 0) < 1 or len(values) != len(keys):
-        raise ValueError(
-            f"{what} must have one row per key: {len(keys)} keys, {what} of shape {getattr(values, 'shape', None)}"
-        )
+        raise ValueError(f"{what} must have one row per key: {len(keys)} keys, {what} of shape {getattr(values, 'shape', None)}")
 
 
 def check_na_position(na_position: str) -> bool:

@@ -36,7 +36,9 @@ def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype,
 
     dtype = np.dtype(dtype)
     blocks = plan.blocks(lengths, rows_per_block)
-    name = f"{name}-{tokenize(name, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)}"
+    name = (
+        f"{name}-{tokenize(name, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)}"
+    )
     row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     tail = (0,) * len(row_shape)
     dsk = {

@@ -33,13 +33,16 @@ def _one_kind(spec, files, fmt) -> str:
     for p in files:
         kinds.setdefault(_kind(p), []).append(p)
     if len(kinds) > 1:
+
         def names(ps):
             shown = ", ".join(p.name for p in ps[:5])
             return shown + (f" and {len(ps) - 5} more" if len(ps) > 5 else "")
 
         listing = "; ".join(f"{k}: {names(ps)}" for k, ps in sorted(kinds.items()))
-        raise InputError(f"INPUT {spec} mixes files of several formats ({listing}); an input is one format: "
-                         "move the others away or name the files with a glob")
+        raise InputError(
+            f"INPUT {spec} mixes files of several formats ({listing}); an input is one format: "
+            "move the others away or name the files with a glob"
+        )
     return fmt or (next(iter(kinds)) if kinds else "records")
 
 

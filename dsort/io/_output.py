@@ -68,10 +68,15 @@ def _check_replaceable(out: Path, shown) -> None:
         foreign = _foreign_files(out)
         if foreign == []:
             return
-        what = (f"holds files dsort did not write ({', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''})" if foreign
-                else f"is a directory that dsort did not write (no valid {MARKER} inside)")
-        raise InputError(f"OUTPUT {shown} {what}; --overwrite replaces only files and directories that dsort wrote, whole. "
-                         "Remove it yourself, or choose another OUTPUT")
+        what = (
+            f"holds files dsort did not write ({', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''})"
+            if foreign
+            else f"is a directory that dsort did not write (no valid {MARKER} inside)"
+        )
+        raise InputError(
+            f"OUTPUT {shown} {what}; --overwrite replaces only files and directories that dsort wrote, whole. "
+            "Remove it yourself, or choose another OUTPUT"
+        )
     raise InputError(f"OUTPUT {shown} exists and is not a regular file or directory; dsort will not replace it")
 
 
@@ -124,8 +129,8 @@ def remove_leftovers(directory: Path, name: str, stream=None) -> list:
     except OSError:
         return removed
     for e in entries:
-        m = _LEFTOVER.search(e.name[len(prefix):])
-        if not m or not e.name[len(prefix):].startswith(".dsort-") or alive(int(m.group(2))):
+        m = _LEFTOVER.search(e.name[len(prefix) :])
+        if not m or not e.name[len(prefix) :].startswith(".dsort-") or alive(int(m.group(2))):
             continue
         _remove(Path(e.path))
         removed.append(Path(e.path))
@@ -183,12 +188,14 @@ def _publish_new(tmp: Path, output: Path) -> None:
             os.link(tmp, output)  # fails if output exists
             tmp.unlink()
     except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
-        raise OutputExists(f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and "
-                           "nothing of this run was written") from e
+        raise OutputExists(
+            f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and nothing of this run was written"
+        ) from e
     except OSError as e:
         if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
-            raise OutputExists(f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and "
-                               "nothing of this run was written") from None
+            raise OutputExists(
+                f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and nothing of this run was written"
+            ) from None
         raise
 
 

@@ -33,7 +33,9 @@ def header(path) -> tuple[np.dtype, int, int]:
     if dtype.kind not in _KINDS or (dtype.kind == "f" and dtype.itemsize not in (4, 8)) or dtype.hasobject:
         raise InputError(f"{path}: unsupported dtype {dtype}; dsort sorts .npy arrays of bool, (u)int8-64, float32 or float64")
     if not dtype.isnative and dtype.itemsize > 1:
-        raise InputError(f"{path}: dtype {dtype.str} is not in this machine's byte order; convert it with astype({dtype.newbyteorder('=').str!r})")
+        raise InputError(
+            f"{path}: dtype {dtype.str} is not in this machine's byte order; convert it with astype({dtype.newbyteorder('=').str!r})"
+        )
     n = shape[0]
     expected = offset + n * dtype.itemsize
     size = Path(path).stat().st_size

@@ -150,8 +150,7 @@ def _write(df, path, by, ascending, na_position, widths, schema):
     return s
 
 
-def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last", external: bool = False,
-             local_directory=None) -> SortJob:
+def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last", external: bool = False, local_directory=None) -> SortJob:
     """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``.
     ``external``: through runs under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`),
     in memory bounded by a row group, not the data; the parts are then balanced to within one row."""
@@ -188,13 +187,22 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     parts = df.to_delayed(optimize_graph=False)
     widths = max_string_widths(parts, string_columns(df._meta, by))
     if external:
-        out = sort_values(df, by, ascending=ascending, na_position=na_position, widths=widths, strategy="external",
-                          local_directory=local_directory)
+        out = sort_values(
+            df, by, ascending=ascending, na_position=na_position, widths=widths, strategy="external", local_directory=local_directory
+        )
     else:
         out = sort_values(df, by, ascending=ascending, na_position=na_position, lengths=lens, widths=widths)
     job.inputs = per_block("dsort-checksum-input", _tally, parts)
     job.outputs = per_block(
-        "dsort-write", _write, out.to_delayed(optimize_graph=False), each([str(tmp / p) for p in names]), by, ascending, na_position, widths, schema
+        "dsort-write",
+        _write,
+        out.to_delayed(optimize_graph=False),
+        each([str(tmp / p) for p in names]),
+        by,
+        ascending,
+        na_position,
+        widths,
+        schema,
     )
     return job
 
@@ -219,12 +227,16 @@ def check_tasks(files, *, by=None, descending: bool = False, na_position: str = 
     if order and not by:
         by, ascending, na_position = order["by"], order["ascending"], order.get("na_position", "last")
         if descending and not all(a is False for a in ascending):
-            raise InputError(f"--descending: this directory's {MANIFEST} says it was sorted by {', '.join(by)} ascending; "
-                             "drop --descending to check that order, or give --by to check another")
+            raise InputError(
+                f"--descending: this directory's {MANIFEST} says it was sorted by {', '.join(by)} ascending; "
+                "drop --descending to check that order, or give --by to check another"
+            )
     elif by:
         ascending = [not descending] * len(by)
     else:
-        raise InputError("checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output directory names them in its manifest)")
+        raise InputError(
+            "checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output directory names them in its manifest)"
+        )
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     meta = frame(schema.empty_table())
