@@ -27,11 +27,14 @@ def main(n: int = 10_000_000) -> None:
         s = dsort.sort(x, device=device).persist()
         keys, values = dsort.sort_by_key(x, x * 2, descending=True, device=device)  # values follow their keys
         ok = ((s[1:] >= s[:-1]).all() & (keys[1:] <= keys[:-1]).all() & (values == keys * 2).all()).compute()
-        print(f"sorted {n:,} int64 in {len(x.chunks[0])} chunks on {len(client.scheduler_info()['workers'])} workers "
-              f"(device={device}) in {time.perf_counter() - t:.2f} s: {s[:3].compute()} ... {s[-3:].compute()}")
+        print(
+            f"sorted {n:,} int64 in {len(x.chunks[0])} chunks on {len(client.scheduler_info()['workers'])} workers "
+            f"(device={device}) in {time.perf_counter() - t:.2f} s: {s[:3].compute()} ... {s[-3:].compute()}"
+        )
         if not ok:
             sys.exit("FAILED: out of order")
         print("OK: in order, ascending and by key descending")
+
 
 if __name__ == "__main__":
     main(int(float(sys.argv[1])) if len(sys.argv) > 1 else 10_000_000)

@@ -19,8 +19,9 @@ from dsort.dataframe import sort_values
 
 def main(n: int = 2_000_000) -> None:
     rng = np.random.default_rng(0)
-    pdf = pd.DataFrame({"city": rng.choice(["Oslo", "Lima", "Pune", "Kyiv"], n), "temp": rng.normal(15, 10, n).round(1),
-                        "id": np.arange(n)})
+    pdf = pd.DataFrame(
+        {"city": rng.choice(["Oslo", "Lima", "Pune", "Kyiv"], n), "temp": rng.normal(15, 10, n).round(1), "id": np.arange(n)}
+    )
     df = dd.from_pandas(pdf, npartitions=8)
     with local_cuda_cluster() as cluster, Client(cluster):
         t = time.perf_counter()
