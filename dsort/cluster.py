@@ -231,7 +231,7 @@ def connect(
             workers=len(workers),
             threads=sum(w["nthreads"] for w in workers),
             memory_limit=min((w.get("memory_limit") or 0 for w in workers), default=0),
-            device_memory_limit=_parse_bytes(device_memory_limit) if gpu else None,
+            device_memory_limit=device_limit(device_memory_limit, _device_memory()) if gpu else None,
             dashboard=dashboard,
         )
         if not quiet:
@@ -272,12 +272,21 @@ def _has_bokeh() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
 
-def _parse_bytes(x):
-    from dask.utils import parse_bytes
+def device_limit(value, whole: int):
+    """``--device-memory-limit`` in bytes as dask-cuda applies it: a size, or a fraction of the
+    GPU's ``whole`` memory (``0.8`` is 80 %, not 0 bytes); None for none/auto. One parser for every
+    memory limit: :func:`dsort.service.parse_size`."""
+    from .service import parse_size
 
-    if x in (None, "auto", 0, "0"):
+    if value in (None, "auto", 0, "0"):
         return None
-    return parse_bytes(x) if isinstance(x, str) else int(x)
+    return parse_size(value, whole, "--device-memory-limit")
+
+
+def _device_memory() -> int:
+    import cupy
+
+    return int(cupy.cuda.Device(0).mem_info[1])
 
 
 def progress_bars(futures, client, width: int = 12, stream=None) -> None:

@@ -642,3 +642,16 @@ def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
 
         with connect(cpu=True, protocol="ucx"):
             pass
+
+
+def test_a_fractional_device_memory_limit_is_a_share_of_the_gpu():
+    """dask-cuda reads --device-memory-limit 0.8 as 80 % of the GPU; so does dsort (it was 0 bytes)."""
+    from dsort.cluster import device_limit
+
+    gib = 1 << 30
+    assert device_limit("0.8", 80 * gib) == int(0.8 * 80 * gib)
+    assert device_limit(0.5, 80 * gib) == 40 * gib
+    assert device_limit("20GB", 80 * gib) == 20 * 10**9
+    assert device_limit("auto", 80 * gib) is None and device_limit(None, 80 * gib) is None
+    with pytest.raises(ValueError):
+        device_limit("banana", 80 * gib)
