@@ -29,6 +29,9 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         s = _from_arrow(s)
     na = s.isna().to_numpy(dtype=bool, copy=True)
     dtype = s.dtype
+    if isinstance(dtype, pd.CategoricalDtype):  # in category order, as pandas sorts them (ordered or not)
+        s = pd.Series(np.where(na, 0, s.cat.codes.to_numpy()).astype(np.int32), index=s.index)
+        dtype = s.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
         s, dtype = s.dt.tz_convert("UTC").dt.tz_localize(None), np.dtype("datetime64[ns]")
     if pdt.is_bool_dtype(dtype):
@@ -206,6 +209,7 @@ def sort_values(
     missing = [c for c in by if c not in df.columns]
     if missing:
         raise KeyError(f"no column {', '.join(map(repr, missing))}; the columns are {', '.join(map(str, df.columns))}")
+    _check_categories(df, by)
     if strategy == "external":
         return sort_values_external(
             df,
@@ -249,6 +253,16 @@ def sort_values(
     return dd.from_delayed(out, meta=meta, verify_meta=False)
 
 
+def _check_categories(df, by) -> None:
+    """Categorical sort columns sort by their codes, so every partition must share one list of
+    categories, known up front (dask's ``.cat.as_known()``)."""
+    from dask.dataframe.utils import has_known_categories
+
+    for c in by:
+        if isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
+            raise ValueError(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
+
+
 def sort_values_external(
     df, by, *, ascending=True, na_position="last", widths=None, npartitions=None, local_directory=None, memory_limit="auto"
 ):
@@ -270,6 +284,7 @@ def sort_values_external(
     from . import runs as R
 
     by, ascending = _normalize(by, ascending)
+    _check_categories(df, by)
     meta = df._meta
     parts = df.to_delayed(optimize_graph=False)
     if widths is None:

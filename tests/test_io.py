@@ -376,6 +376,36 @@ def test_sort_values_is_called_as_in_pandas(rng, tmp_path):
         dsort.dataframe.sort_values(ddf, 0, npartitions=7)
 
 
+@pytest.mark.parametrize("strategy", ["auto", "external"])
+@pytest.mark.parametrize("ordered", [False, True])
+def test_categorical_keys_sort_in_category_order(rng, strategy, ordered, tmp_path):
+    """As pandas: by the categories' order (not the values'), ordered or not, missing values as
+    na_position says; boolean categories too (they used to sort as booleans)."""
+    n = 600
+    cats = ["zebra", "apple", "mango", "kiwi"]  # not in lexical order
+    df = pd.DataFrame(
+        {
+            "c": pd.Categorical(rng.choice(cats + [None], n), categories=cats, ordered=ordered),
+            "b": pd.Categorical(rng.choice([True, False], n), categories=[True, False]),
+            "row": np.arange(n),
+        }
+    )
+    ddf = dd.from_pandas(df, npartitions=4, sort=False)
+    cases = ((["c"], [True], "last"), (["c", "row"], [False, True], "first"), (["b", "row"], [True, False], "last"))
+    for by, ascending, na_position in cases:
+        got = sort_values(ddf, by, ascending=ascending, na_position=na_position, strategy=strategy, local_directory=tmp_path)
+        expected = _reference(df, by, ascending, na_position)
+        np.testing.assert_array_equal(got.compute(scheduler="sync")["row"].to_numpy(), expected["row"].to_numpy())
+
+
+def test_categorical_keys_need_known_categories(rng):
+    df = pd.DataFrame({"c": pd.Categorical(rng.choice(["a", "b"], 20)), "v": np.arange(20)})
+    ddf = dd.from_pandas(df, npartitions=2).astype({"c": "category"})
+    unknown = ddf.assign(c=ddf.c.cat.as_unknown())
+    with pytest.raises(ValueError, match="categories are not known"):
+        sort_values(unknown, "c")
+
+
 def test_sort_values_on_a_dask_dataframe(rng):
     df = _frame(rng, 5000)
     ddf = dd.from_pandas(df, npartitions=5, sort=False)
