@@ -59,12 +59,19 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         u = np.where(bits & top, ~bits, bits | top)
         v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
     elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
-        enc = s.astype(object).where(~na, "").map(_utf8)
+        data, offsets = _utf8_buffers(s)
         width = max(int(width or 0), 1)
         # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads. The
         # byte length follows (big-endian), so "a" sorts before "a\0": padding alone would tie them.
-        v = np.array(enc.tolist(), dtype=f"S{width}").view(np.uint8).reshape(n, width) if n else np.empty((0, width), np.uint8)
-        lengths = np.array([len(b) for b in enc], dtype=">u4").view(np.uint8).reshape(n, 4)
+        # Built with array operations: each row's bytes gathered from Arrow's buffers at once.
+        size = np.diff(offsets)
+        if len(size) and int(size.max()) > width:
+            raise ValueError(f"column {s.name!r} holds a value of {int(size.max())} UTF-8 bytes, wider than the {width} given")
+        cols = np.arange(width)
+        inside = cols[None, :] < size[:, None]
+        at = np.where(inside, offsets[:-1, None] + cols[None, :], 0)
+        v = np.where(inside, data[at] if len(data) else 0, 0).astype(np.uint8)
+        lengths = size.astype(">u4").view(np.uint8).reshape(n, 4)
         v = np.concatenate([v, lengths], axis=1)
     else:
         raise _unordered(s)
@@ -94,10 +101,21 @@ def _from_arrow(s: pd.Series) -> pd.Series:
     raise _unordered(s)
 
 
-def _utf8(x) -> bytes:
-    if not isinstance(x, str):
-        raise TypeError(f"cannot sort a column that mixes strings with {type(x).__name__} values")
-    return x.encode("utf-8")
+def _utf8_buffers(s: pd.Series):
+    """A string column's UTF-8 bytes as Arrow holds them: ``(data uint8, offsets int64)``, row
+    ``i`` being ``data[offsets[i]:offsets[i + 1]]``; missing values empty."""
+    import pyarrow as pa
+
+    try:
+        arr = pa.array(s.astype(object).where(s.notna(), None), type=pa.large_string(), from_pandas=True)
+    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+        odd = next((x for x in s.dropna() if not isinstance(x, str)), None)
+        raise TypeError(f"cannot sort a column that mixes strings with {type(odd).__name__} values") from None
+    arr = arr.fill_null("")
+    _, offsets, data = arr.buffers()
+    offsets = np.frombuffer(offsets, np.int64)[arr.offset : arr.offset + len(arr) + 1]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+    return data, offsets
 
 
 def string_widths(df, by) -> dict:
@@ -106,8 +124,8 @@ def string_widths(df, by) -> dict:
     for c in by:
         s = df[c]
         if pdt.is_string_dtype(s.dtype) or pdt.is_object_dtype(s.dtype):
-            lens = s.dropna().map(lambda x: len(_utf8(x)))
-            out[c] = int(lens.max()) if len(lens) else 0
+            _, offsets = _utf8_buffers(s)
+            out[c] = int(np.diff(offsets).max()) if len(offsets) > 1 else 0
     return out
 
 
