@@ -80,13 +80,22 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
         nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))
         if nbytes > memory // 4:
             strategy = "external"
-    budget = 0
-    if strategy == "external" and one_process:
-        from .service import parse_size
-
-        budget = 0 if memory_limit == 0 else parse_size(memory_limit, memory, "memory_limit")  # 0: runs on disk only
-        budget = memory // 4 if budget is None else budget
+    budget = run_memory(memory_limit) if strategy == "external" else 0
     return dict(strategy=strategy, local_directory=local_directory, host_budget=budget)
+
+
+def run_memory(memory_limit) -> int:
+    """Bytes of host memory an external sort's runs may hold before they go to disk: 0 (files
+    only) where the graph runs in several processes (a run in one worker's memory is not in
+    another's) or ``memory_limit`` is 0; else ``memory_limit`` (bytes, a size, or a fraction of
+    the available memory), ``"auto"`` a quarter of it."""
+    one_process, memory = external.where_it_runs()
+    if not one_process or memory_limit == 0:
+        return 0
+    from .service import parse_size
+
+    budget = parse_size(memory_limit, memory, "memory_limit")
+    return memory // 4 if budget is None else budget
 
 
 def _chunk_type(x, what):

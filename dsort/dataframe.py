@@ -309,13 +309,9 @@ def sort_values_external(
         widths = max_string_widths(parts, string_columns(meta, by))
     encode = functools.partial(encode_keys, by=by, ascending=ascending, na_position=na_position, widths=widths)
     width = encode(meta.iloc[:0]).shape[1]  # also checks the columns' types, before any work
-    one_process, memory = external.where_it_runs()
-    budget = 0
-    if one_process:
-        from .service import parse_size
+    from .array import run_memory
 
-        budget = 0 if memory_limit == 0 else parse_size(memory_limit, memory, "memory_limit")
-        budget = memory // 4 if budget is None else budget
+    budget = run_memory(memory_limit)
     tok = tokenize(df, by, ascending, na_position, widths, npartitions, "external")
     job = external.FrameJob(
         R.Layout(width, width), encode, int(npartitions or df.npartitions), 256, external.store_config(tok, width, local_directory, budget)
