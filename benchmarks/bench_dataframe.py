@@ -52,7 +52,7 @@ def main() -> None:
             for by in (["k"], ["s"], ["s", "k"]):
                 cases = {
                     "external": lambda by=by: sort_values(df, by, strategy="external", local_directory=runs),
-                    "memory": lambda by=by: sort_values(df, by, strategy="multiway"),
+                    "memory": lambda by=by: sort_values(df, by, strategy="memory"),
                     "dask": lambda by=by: df.sort_values(by if len(by) > 1 else by[0]),
                 }
                 times = {c: [] for c in cases}

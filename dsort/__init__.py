@@ -1,9 +1,13 @@
 """dsort: GPU-accelerated, out-of-core sorting on Dask.
 
 ``dsort.sort``, ``dsort.argsort`` and ``dsort.sort_by_key`` sort dask arrays (see :mod:`dsort.array`);
-:mod:`dsort.engine` sorts one array on one device and needs no dask, so it is imported eagerly and
-the dask front end only on first use.
+``dsort.dataframe`` sorts dask dataframes, and ``import dsort`` puts a ``.dsort`` accessor on dask
+dataframes and series (``ddf.dsort.sort_values("k")``). :mod:`dsort.engine` sorts one array on one
+device and needs no dask, so it is imported eagerly and the dask front ends only on first use: the
+accessor is registered when ``dask.dataframe`` is imported (now, if it already is).
 """
+
+import sys
 
 from . import engine
 
@@ -22,3 +26,45 @@ def __getattr__(name):
 
         return importlib.import_module(".dataframe", __name__)
     raise AttributeError(f"module 'dsort' has no attribute {name!r}")
+
+
+def _register_accessors() -> None:
+    from .dataframe import register_accessors
+
+    register_accessors()
+
+
+class _WhenDaskDataframeLoads:
+    """An import hook, used once: after ``dask.dataframe`` loads, register dsort's accessors."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "dask.dataframe":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenRegister(spec.loader)
+        return spec
+
+
+class _ThenRegister:
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _register_accessors()
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+if "dask.dataframe" in sys.modules:
+    _register_accessors()
+elif not any(isinstance(f, _WhenDaskDataframeLoads) for f in sys.meta_path):
+    sys.meta_path.insert(0, _WhenDaskDataframeLoads())

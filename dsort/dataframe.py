@@ -1,141 +1,56 @@
-"""Sorting dask dataframes by columns, with pandas' semantics, on top of :mod:`dsort.array`.
+"""Sorting dask dataframes and series with pandas' semantics: :func:`sort_values`,
+:func:`sort_series`, :func:`set_index`, and the ``.dsort`` accessor on dask frames and series.
 
-``sort_values(df, by, ascending=True, na_position="last")`` equals pandas'
+``sort_values(df, by, *, ascending=True, na_position="last")`` equals pandas'
 ``df.sort_values(by, ascending=..., na_position=..., kind="stable")`` on the concatenated
 partitions: stable (ties keep their input order), missing values (NaN, None, NaT, pd.NA) last (or
-first), index labels kept; the result has the input's partition lengths.
+first), index labels kept (or, with ``ignore_index``, the rows' positions); ``by`` names columns or
+index levels. The result has the input's number of partitions (or ``npartitions``), balanced to
+within one row.
 
-How: the ``by`` columns of each row are encoded as one fixed-width byte key whose ``memcmp`` order
-is the wanted order (:func:`encode_keys`), :func:`dsort.array.argsort` sorts those byte rows
-globally, and each output partition gathers its rows from the input partitions: one small task per
-(input partition, output partition) pair, so no task holds more than one input partition.
+How (the same three steps as for arrays, on the rows' keys): each partition's ``by`` columns are
+encoded as fixed-width byte keys whose ``memcmp`` order is the wanted order
+(:mod:`dsort.frame_keys`) and the partition is sorted by them; the exact cuts of every output
+partition come from samples and windows of the keys (:mod:`dsort.plan`); each output partition takes
+its slice of every sorted partition and merges them by their keys (:mod:`dsort.frame_chunk`). Only
+the slices travel, once. Building the result runs nothing: the input is read once, during
+``compute``; unsupported key types and wrong arguments fail at the call, from the frame's meta.
+
+Graph phases (task groups on the dashboard): ``dsort-frame-sort`` (one per input partition),
+``-info``, ``-plan``, ``-sample``, ``-bounds``, ``-window``, ``-cuts`` (small), ``-slice`` (one
+per input and output partition; it runs where the sorted partition lives), ``-merge`` (one per
+output partition).
+
+Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
-from pandas.api import types as pdt
 
-__all__ = ["sort_values", "encode_keys", "max_string_widths"]
+from . import frame_chunk as F
+from .frame_keys import KeySpec, column, encode_keys, normalize, string_columns, string_widths
 
+__all__ = [
+    "encode_keys",
+    "max_string_widths",
+    "set_index",
+    "sort_series",
+    "sort_values",
+    "sort_values_external",
+    "string_columns",
+    "string_widths",
+]
 
-def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool) -> np.ndarray:
-    """One column as byte rows: a missing-value byte, then the value's order-preserving bytes
-    (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
-    descending, the missing-value byte never, so missing values stay last/first both ways)."""
-    n = len(s)
-    if isinstance(s.dtype, pd.ArrowDtype):
-        s = _from_arrow(s)
-    na = s.isna().to_numpy(dtype=bool, copy=True)
-    dtype = s.dtype
-    if isinstance(dtype, pd.CategoricalDtype):  # in category order, as pandas sorts them (ordered or not)
-        s = pd.Series(np.where(na, 0, s.cat.codes.to_numpy()).astype(np.int32), index=s.index)
-        dtype = s.dtype
-    if isinstance(dtype, pd.DatetimeTZDtype):
-        s, dtype = s.dt.tz_convert("UTC").dt.tz_localize(None), np.dtype("datetime64[ns]")
-    if pdt.is_bool_dtype(dtype):
-        v = s.to_numpy(dtype=bool, na_value=False).astype(np.uint8).reshape(n, 1)
-    elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
-        if pdt.is_integer_dtype(dtype):
-            np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
-            x = s.to_numpy(dtype=np_dtype, na_value=0)
-        else:
-            x = s.to_numpy().view(np.int64).copy()  # a copy: pandas may hand out read-only views
-            x[na] = 0
-            np_dtype = np.dtype(np.int64)
-        u = x.view(f"u{np_dtype.itemsize}")
-        if np_dtype.kind == "i":
-            u = u ^ np.array(1 << (8 * np_dtype.itemsize - 1), dtype=u.dtype)
-        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
-    elif pdt.is_float_dtype(dtype):
-        np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
-        if np_dtype.itemsize not in (4, 8):
-            np_dtype = np.dtype(np.float64)
-        x = s.to_numpy(dtype=np_dtype, na_value=np.nan)
-        na |= np.isnan(x)
-        bits = np.where(na, 0, x + np_dtype.type(0.0)).astype(np_dtype).view(f"u{np_dtype.itemsize}")  # -0.0 → +0.0
-        top = np.array(1 << (8 * np_dtype.itemsize - 1), dtype=bits.dtype)
-        u = np.where(bits & top, ~bits, bits | top)
-        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
-    elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
-        data, offsets = _utf8_buffers(s)
-        width = max(int(width or 0), 1)
-        # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads. The
-        # byte length follows (big-endian), so "a" sorts before "a\0": padding alone would tie them.
-        # Built with array operations: each row's bytes gathered from Arrow's buffers at once.
-        size = np.diff(offsets)
-        if len(size) and int(size.max()) > width:
-            raise ValueError(f"column {s.name!r} holds a value of {int(size.max())} UTF-8 bytes, wider than the {width} given")
-        cols = np.arange(width)
-        inside = cols[None, :] < size[:, None]
-        at = np.where(inside, offsets[:-1, None] + cols[None, :], 0)
-        v = np.where(inside, data[at] if len(data) else 0, 0).astype(np.uint8)
-        lengths = size.astype(">u4").view(np.uint8).reshape(n, 4)
-        v = np.concatenate([v, lengths], axis=1)
-    else:
-        raise _unordered(s)
-    if descending:
-        v = ~v
-    flag = (na if not na_first else ~na).astype(np.uint8).reshape(n, 1)
-    v = np.where(na[:, None], 0, v).astype(np.uint8)
-    return np.concatenate([flag, v], axis=1)
-
-
-def _unordered(s: pd.Series) -> TypeError:
-    dtype = getattr(s.dtype, "pyarrow_dtype", s.dtype)
-    return TypeError(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by numbers, booleans, strings, dates and times")
-
-
-def _from_arrow(s: pd.Series) -> pd.Series:
-    """An Arrow-backed column (``pd.ArrowDtype``) in a form :func:`_column_key` orders: numbers,
-    booleans and strings as they are; timestamps, dates, times and durations as their integers
-    (one unit per column, timestamps in UTC); any other type a :class:`TypeError`."""
-    import pyarrow as pa
-
-    t = s.dtype.pyarrow_dtype
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
-        return s
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
-        return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
-    raise _unordered(s)
-
-
-def _utf8_buffers(s: pd.Series):
-    """A string column's UTF-8 bytes as Arrow holds them: ``(data uint8, offsets int64)``, row
-    ``i`` being ``data[offsets[i]:offsets[i + 1]]``; missing values empty."""
-    import pyarrow as pa
-
-    try:
-        arr = pa.array(s.astype(object).where(s.notna(), None), type=pa.large_string(), from_pandas=True)
-    except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
-        odd = next((x for x in s.dropna() if not isinstance(x, str)), None)
-        raise TypeError(f"cannot sort a column that mixes strings with {type(odd).__name__} values") from None
-    arr = arr.fill_null("")
-    _, offsets, data = arr.buffers()
-    offsets = np.frombuffer(offsets, np.int64)[arr.offset : arr.offset + len(arr) + 1]
-    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
-    return data, offsets
-
-
-def string_widths(df, by) -> dict:
-    """The widest UTF-8 value of each string ``by`` column of a pandas partition."""
-    out = {}
-    for c in by:
-        s = df[c]
-        if pdt.is_string_dtype(s.dtype) or pdt.is_object_dtype(s.dtype):
-            _, offsets = _utf8_buffers(s)
-            out[c] = int(np.diff(offsets).max()) if len(offsets) > 1 else 0
-    return out
-
-
-def string_columns(meta: pd.DataFrame, by) -> list:
-    """The ``by`` columns that hold strings (their byte width depends on the data)."""
-    return [c for c in by if pdt.is_string_dtype(meta[c].dtype) or pdt.is_object_dtype(meta[c].dtype)]
+STRATEGIES = ("auto", "memory", "external")
+DEVICES = (None, "gpu")
+PHASES = ("sort", "info", "plan", "sample", "bounds", "window", "cuts", "slice", "merge")
 
 
 def max_string_widths(parts, columns) -> dict:
-    """The widest UTF-8 value of each of ``columns`` over the partitions ``parts`` (delayed): one pass."""
+    """The widest UTF-8 value of each of ``columns`` over the partitions ``parts`` (delayed): one
+    pass. Only where one width is needed before the sort (checking a sorted Parquet directory)."""
     import dask
     from dask.delayed import delayed
 
@@ -145,52 +60,23 @@ def max_string_widths(parts, columns) -> dict:
     return {c: max([w[c] for w in found], default=0) for c in columns}
 
 
-def encode_keys(df: pd.DataFrame, by, ascending=True, na_position="last", widths=None) -> np.ndarray:
-    """The ``by`` columns of a pandas dataframe as byte rows ``(len(df), width)`` whose unsigned
-    byte order is pandas' order for ``sort_values(by, ascending, na_position)``. ``widths``: the
-    byte width of each string column (equal across partitions; :func:`string_widths`)."""
-    by, ascending = _normalize(by, ascending)
-    if na_position not in ("last", "first"):
-        raise ValueError(f"na_position must be 'last' or 'first', got {na_position!r}")
-    widths = widths or string_widths(df, by)
-    cols = [_column_key(df[c], widths.get(c), not a, na_position == "first") for c, a in zip(by, ascending)]
-    return np.ascontiguousarray(np.concatenate(cols, axis=1))
+def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
+    """The sort's key spec, every argument checked against the frame's meta (no data read)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    by, ascending = normalize(by, ascending)
+    for c in by:
+        column(df._meta, c)  # a KeyError naming the columns, or ambiguous
+    _check_categories(df, by)
+    return KeySpec.of(df._meta, by, ascending, na_position)
 
 
-def _normalize(by, ascending):
-    """``by`` as a list of column labels (one label: any hashable, an integer too) and
-    ``ascending`` as one bool per column (a bool, NumPy's too, or a list)."""
-    by = list(by) if isinstance(by, (list, tuple)) else [by]
-    if not by:
-        raise ValueError("sort_values needs at least one column in by")
-    ascending = [bool(ascending)] * len(by) if isinstance(ascending, (bool, np.bool_)) else [bool(a) for a in ascending]
-    if len(ascending) != len(by):
-        raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
-    return by, ascending
-
-
-def _split(perm, offsets):
-    """For one output partition's global row numbers: per input partition, (local rows, places)."""
-    src = np.searchsorted(offsets, perm, side="right") - 1
-    order = np.argsort(src, kind="stable")
-    bounds = np.searchsorted(src[order], np.arange(len(offsets)))
-    return [(perm[order[a:b]] - offsets[i], order[a:b]) for i, (a, b) in enumerate(zip(bounds, list(bounds[1:]) + [len(order)]))]
-
-
-def _take(part, pieces, i):
-    rows, places = pieces[i]
-    return part.iloc[rows], places
-
-
-def _assemble(meta, n, *taken):
-    frames = [f for f, _ in taken if len(f)]
-    if not frames:
-        return meta.iloc[:0]
-    places = np.concatenate([p for f, p in taken if len(f)])
-    out = pd.concat(frames)
-    inverse = np.empty(n, dtype=np.int64)
-    inverse[places] = np.arange(n)
-    return out.iloc[inverse]
+def _widths_tuple(spec: KeySpec, widths):
+    if not widths:
+        return None
+    return tuple(max(int(widths.get(c, 0)), 1) if st else 0 for c, st in zip(spec.by, spec.strings))
 
 
 def sort_values(
@@ -199,76 +85,138 @@ def sort_values(
     *,
     ascending=True,
     na_position="last",
-    lengths=None,
-    widths=None,
+    npartitions=None,
+    ignore_index=False,
+    divisions=False,
     strategy="auto",
+    device=None,
+    widths=None,
     local_directory=None,
     memory_limit="auto",
-    npartitions=None,
 ):
-    """Sort a dask dataframe by ``by`` (a column name or a list), like pandas' stable
-    ``sort_values``: see the module docstring. ``lengths``: the partitions' row counts if known
-    (else computed, one pass); ``widths``: :func:`max_string_widths` of the string ``by`` columns
-    if known (else computed, one pass). Returns a lazy dask dataframe partitioned like ``df``.
+    """Sort a dask dataframe by ``by`` (a column label or index level name, or a list of them),
+    like pandas' stable ``sort_values``: see the module docstring. Returns a lazy dask dataframe
+    of ``npartitions`` partitions (default: the input's), balanced to within one row.
 
-    ``strategy="external"``: for frames bigger than memory (:func:`sort_values_external`); the
-    output partitions are then balanced to within one row (``npartitions`` of them, default the
-    input's), and ``lengths`` is not needed. Options after ``by`` are keywords, as in pandas
-    (in dask the third positional argument would be ``npartitions``)."""
-    import dask
-    import dask.array as da
-    import dask.dataframe as dd
-    from dask.base import tokenize
-    from dask.delayed import delayed
-
-    from .array import argsort
-
-    by, ascending = _normalize(by, ascending)
-    missing = [c for c in by if c not in df.columns]
-    if missing:
-        raise KeyError(f"no column {', '.join(map(repr, missing))}; the columns are {', '.join(map(str, df.columns))}")
-    _check_categories(df, by)
+    Options after ``by`` are keywords, as in pandas (in dask the third positional argument would
+    be ``npartitions``). ``ignore_index``: the result's index is the rows' positions, 0 to n - 1.
+    ``divisions=True`` (implies ``ignore_index``): the result's divisions are known (the positions
+    where its partitions start, from the exact cuts), so ``loc`` by position finds its partition;
+    the cuts then run at the call (the sorted partitions are persisted, so the input is still read
+    once). ``device="gpu"``: the keys are sorted on the workers' GPUs, the rows follow on the host.
+    ``widths``: a width in bytes for each string column by name (all partitions' keys encoded at
+    it; else each partition's own, padded where they meet). ``strategy``: ``"memory"`` (the
+    default, ``"auto"``) or ``"external"`` for frames bigger than memory
+    (:func:`sort_values_external`: ``local_directory``, ``memory_limit``)."""
+    spec = _spec(df, by, ascending, na_position, strategy, device)
+    parts = df.npartitions if npartitions is None else int(npartitions)
+    if parts < 1:
+        raise ValueError(f"npartitions must be at least 1, got {npartitions!r}")
     if strategy == "external":
+        if divisions:
+            raise ValueError("divisions=True needs the in-memory sort (strategy='memory')")
         return sort_values_external(
             df,
-            by,
-            ascending=ascending,
+            list(spec.by),
+            ascending=list(spec.ascending),
             na_position=na_position,
             widths=widths,
-            npartitions=npartitions,
+            npartitions=parts,
+            ignore_index=ignore_index,
             local_directory=local_directory,
             memory_limit=memory_limit,
+            device=device,
         )
-    if npartitions not in (None, df.npartitions):
-        raise ValueError("npartitions other than the input's needs strategy='external' (the in-memory sort keeps the input's partitions)")
-    parts = df.to_delayed(optimize_graph=False)
-    if lengths is None:
-        lengths = dask.compute(*[delayed(len)(p) for p in parts])
-    lengths = [int(n) for n in lengths]
-    meta = df._meta
-    if sum(lengths) == 0:
-        return df
-    if widths is None:
-        widths = max_string_widths(parts, string_columns(meta, by))
-    probe = encode_keys(meta.iloc[:0], by, ascending, na_position, widths)
-    width = probe.shape[1]
-    tok = tokenize(df, by, ascending, na_position, widths)
-    enc = [
-        delayed(encode_keys, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(f"dsort-encode-{tok}", i))
-        for i, p in enumerate(parts)
-    ]
-    # The keys' chunks are the non-empty partitions (da.concatenate drops empty arrays); output
-    # partition j, of the input's length, takes the next chunk of the order, an empty one nothing.
-    nonempty = [j for j, n in enumerate(lengths) if n]
-    keys = da.concatenate([da.from_delayed(enc[j], (lengths[j], width), dtype=np.uint8) for j in nonempty])
-    perm = argsort(keys, strategy=strategy)
-    offsets = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    out = [delayed(meta.iloc[:0]) for _ in lengths]
-    for j, pj in zip(nonempty, perm.to_delayed(optimize_graph=False).ravel()):
-        pieces = delayed(_split, pure=True)(pj, offsets, dask_key_name=(f"dsort-df-split-{tok}", j))
-        taken = [delayed(_take, pure=True)(p, pieces, i, dask_key_name=(f"dsort-df-gather-{tok}", i, j)) for i, p in enumerate(parts)]
-        out[j] = delayed(_assemble, pure=True)(meta, lengths[j], *taken, dask_key_name=(f"dsort-df-assemble-{tok}", j))
-    return dd.from_delayed(out, meta=meta, verify_meta=False)
+    g = _Graph(df, spec, parts, ignore_index or divisions, device, _widths_tuple(spec, widths))
+    if divisions:
+        cut = g.persist_cuts()
+        return g.collection(_positions(cut), cut)
+    return g.collection()
+
+
+class _Graph:
+    """The tasks of one in-memory frame sort (see the module docstring), as a dict: the sorts,
+    the plan and the cuts at once; the slices and merges by :meth:`collection`."""
+
+    def __init__(self, df, spec: KeySpec, partitions: int, ignore_index: bool, device, widths):
+        from dask.base import tokenize
+
+        self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
+        token = tokenize(df, spec, partitions, ignore_index, device, widths)
+        self.names = {p: f"dsort-frame-{p}-{token}" for p in PHASES}
+        self.dsk = {}
+        inputs = list(df.__dask_keys__())
+        self.sorted = sort = [self._add((self.names["sort"], i), F.sort_part, _ref(k), spec, widths, device) for i, k in enumerate(inputs)]
+        info = [self._add((self.names["info"], i), F.info, _ref(s)) for i, s in enumerate(sort)]
+        self.plan = plan = self._add(self.names["plan"], F.make_plan, partitions, *map(_ref, info))
+        samples = [self._add((self.names["sample"], i), F.sample, spec, _ref(s), _ref(plan)) for i, s in enumerate(sort)]
+        bounds = self._add(self.names["bounds"], F.bounds, _ref(plan), *map(_ref, samples))
+        windows = [self._add((self.names["window"], i), F.window, spec, _ref(s), _ref(plan), _ref(bounds), i) for i, s in enumerate(sort)]
+        self.cuts = self._add(self.names["cuts"], F.cuts, _ref(plan), _ref(bounds), *map(_ref, windows))
+        self.partitions = partitions
+
+    def _add(self, key, func, *args):
+        from dask._task_spec import Task
+
+        self.dsk[key] = Task(key, func, *args)
+        return key
+
+    def graph(self) -> dict:
+        return {**self.df.__dask_graph__(), **self.dsk}
+
+    def collection(self, divisions=None, cut=None):
+        """The sorted frame: one slice task per (output, sorted part), one merge per output.
+        ``cut``: cut rows computed beforehand (their outputs; default the cuts task's)."""
+        import dask.dataframe as dd
+
+        cuts, partitions = self.cuts, self.partitions
+        if cut is not None:
+            cuts, partitions = f"{self.names['cuts']}-given", len(cut) - 1
+            self.dsk[cuts] = cut
+        merges = []
+        for t in range(partitions):
+            pieces = [
+                self._add((self.names["slice"], t, i), F.take, self.spec, _ref(s), _ref(self.plan), _ref(cuts), t, i)
+                for i, s in enumerate(self.sorted)
+            ]
+            key = (self.names["merge"], t)
+            merges.append(self._add(key, F.merge, self.df._meta, _ref(cuts), t, self.ignore_index, self.device, *map(_ref, pieces)))
+        divisions = divisions or (None,) * (partitions + 1)
+        return dd.from_graph(self.graph(), self.df._meta, divisions, merges, "dsort-sorted")
+
+    def persist_cuts(self):
+        """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
+        cluster's memory) for the lazy rest; returns the cut rows. For results whose divisions
+        must be known when they are built: the input is still read once."""
+        import dask
+        from dask.delayed import Delayed
+
+        keys = [*self.sorted, self.plan, self.cuts]
+        persisted = dask.persist(*[Delayed(k, self.graph()) for k in keys])
+        for d in persisted:
+            self.dsk.update(d.__dask_graph__())
+        return persisted[-1].compute()
+
+    def run(self, name, func, *args):
+        """``func(sorted part, plan, its index, *args)`` of every sorted part, computed now."""
+        import dask
+        from dask.delayed import Delayed
+
+        keys = [self._add((f"{self.names['cuts']}-{name}", i), func, _ref(s), _ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+        graph = self.graph()
+        return dask.compute(*[Delayed(k, graph) for k in keys])
+
+
+def _ref(key):
+    from dask._task_spec import TaskRef
+
+    return TaskRef(key)
+
+
+def _positions(cut) -> tuple:
+    """The divisions of a result indexed by position: where its partitions start, then its last row."""
+    starts = cut.sum(axis=1)  # the first row of each output partition, then the row count
+    return tuple(int(x) for x in starts[:-1]) + (max(int(starts[-1]) - 1, 0),)
 
 
 def _check_categories(df, by) -> None:
@@ -277,44 +225,157 @@ def _check_categories(df, by) -> None:
     from dask.dataframe.utils import has_known_categories
 
     for c in by:
-        if isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
+        if c in df.columns and isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
             raise ValueError(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
 
 
+SERIES_COLUMN = "__dsort_series__"
+
+
+def sort_series(s, *, ascending=True, na_position="last", npartitions=None, ignore_index=False, strategy="auto", device=None, **options):
+    """A dask series sorted by its values, as pandas' ``Series.sort_values(kind="stable")``: index
+    labels kept (or positions with ``ignore_index``), the name kept. The options of
+    :func:`sort_values`."""
+    name = s.name
+    frame = s.to_frame(name=SERIES_COLUMN)
+    out = sort_values(
+        frame,
+        SERIES_COLUMN,
+        ascending=ascending,
+        na_position=na_position,
+        npartitions=npartitions,
+        ignore_index=ignore_index,
+        strategy=strategy,
+        device=device,
+        **options,
+    )
+    return out[SERIES_COLUMN].rename(name)
+
+
+def set_index(df, other, *, drop=True, npartitions=None, device=None):
+    """``df`` indexed by its column ``other``, sorted by it (stably), with **known divisions from
+    the exact cuts**: the cuts of partitions balanced by rows, each moved to the nearer end of the
+    run of equal values it falls in, as dask's divisions need (a value lies in one partition only:
+    ``loc`` looks in one); so the partitions are balanced to within one row, less what runs of
+    equal values force (dask's own ``set_index`` cuts at approximate quantiles instead). Each
+    division is the first index value of its partition (the last: the largest value); partitions
+    that would be empty are left out. Missing values in ``other`` are refused (dask's divisions
+    cannot hold them). The cuts run at the call, with the sorted partitions persisted so the input
+    is read once; the rest is lazy."""
+    spec = _spec(df, other, True, "last", "memory", device)
+    if len(spec.by) != 1:
+        raise ValueError("set_index takes one column")
+    g = _Graph(df, spec, int(npartitions or df.npartitions), False, device, None)
+    cut = g.persist_cuts()
+    missing = sum(g.run("missing", _missing, spec.by[0]))
+    if missing:
+        raise ValueError(f"column {other!r} holds {missing} missing values; dask's divisions cannot hold them: fill or drop them first")
+    firsts = _smallest(g.run("firsts", _firsts, spec, cut))
+    ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
+    cut = _snap(cut, ranks)
+    firsts = _smallest(g.run("divisions", _firsts, spec, cut))
+    out = g.collection(tuple(f[1] for f in firsts), cut)
+    return out.map_partitions(_set_index, other, drop, meta=_set_index(df._meta, other, drop), align_dataframes=False)
+
+
+def _set_index(part, col, drop):
+    return part.set_index(col, drop=drop)
+
+
+def _missing(part, plan, q, col) -> int:
+    return int(column(part.frame, col).isna().sum())
+
+
+def _firsts(part, plan, q, spec, cut) -> list:
+    """For every output of the cut rows ``cut``: ``(key bytes, value)`` of this part's first row
+    in it, or None where it has none; then those of its last row."""
+    col = column(part.frame, spec.by[0])
+    out = []
+    for t in range(cut.shape[0] - 1):
+        a, b = int(cut[t, q]), int(cut[t + 1, q])
+        out.append(None if b <= a else (F.part_keys(spec, part, plan, a, a + 1).tobytes(), col.iloc[a]))
+    n = len(part.frame)
+    out.append(None if n == 0 else (F.part_keys(spec, part, plan, n - 1, n).tobytes(), col.iloc[n - 1]))
+    return out
+
+
+def _smallest(per_part) -> list:
+    """Per output: the smallest ``(key, value)`` over the parts (its first row); last: the largest
+    (the result's last row). An output no part has rows in takes the next one's (it is empty)."""
+    columns = list(zip(*per_part))
+    out = [min((x for x in c if x is not None), default=None, key=lambda x: x[0]) for c in columns[:-1]]
+    out.append(max((x for x in columns[-1] if x is not None), default=None, key=lambda x: x[0]))
+    for t in range(len(out) - 2, -1, -1):
+        out[t] = out[t] if out[t] is not None else out[t + 1]
+    return [x if x is not None else (b"", None) for x in out]
+
+
+def _ranks(part, plan, q, spec, keys):
+    """Rows of this part before each of ``keys`` (key bytes), and up to and including it."""
+    from .engine import numpy_engine
+
+    mine = F.part_keys(spec, part, plan)
+    probes = np.frombuffer(b"".join(keys), np.uint8).reshape(len(keys), mine.shape[1]) if keys else mine[:0]
+    return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
+
+
+def _snap(cut, ranks):
+    """Cut rows moved to the nearer end of the run of equal keys each falls in (all parts alike),
+    outputs left empty by that dropped."""
+    cut = cut.copy()
+    for t in range(1, cut.shape[0] - 1):
+        left = np.array([r[0][t - 1] for r in ranks], np.int64)
+        right = np.array([r[1][t - 1] for r in ranks], np.int64)
+        target = int(cut[t].sum())
+        cut[t] = left if target - int(left.sum()) <= int(right.sum()) - target else right
+    keep = [0] + [t for t in range(1, cut.shape[0]) if cut[t].sum() > cut[t - 1].sum()]
+    if len(keep) == 1:
+        keep.append(cut.shape[0] - 1)
+    return cut[keep]
+
+
 def sort_values_external(
-    df, by, *, ascending=True, na_position="last", widths=None, npartitions=None, local_directory=None, memory_limit="auto"
+    df,
+    by,
+    *,
+    ascending=True,
+    na_position="last",
+    widths=None,
+    npartitions=None,
+    ignore_index=False,
+    local_directory=None,
+    memory_limit="auto",
+    device=None,
 ):
     """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
-    is sorted by its encoded keys into a run (its rows an Arrow IPC file under ``local_directory``,
-    its keys in the run store, in memory up to ``memory_limit``), the exact cuts of every output
-    partition come from the keys alone, and each output partition reads its slices of the runs and
-    merges them (:mod:`dsort.external`), so ``sort_values_external(df, ...).to_parquet(path)`` never
-    holds the frame. ``npartitions`` output partitions (default: the input's), balanced to within
-    one row; the runs are removed once every output partition is made. String sort columns need one
-    pass first for their widths (unless ``widths`` gives them)."""
-    import functools
-
+    is sorted by its encoded keys into a run (its rows pickled in blocks in a file under
+    ``local_directory``, its keys in the run store, in memory up to ``memory_limit``), the exact cuts
+    of every output partition come from the keys alone, and each output partition reads its slices
+    of the runs and merges them (:mod:`dsort.external`), so
+    ``sort_values_external(df, ...).to_parquet(path)`` never holds the frame. ``npartitions``
+    output partitions (default: the input's), balanced to within one row; the runs are removed once
+    every output partition is made. Lazy, as the in-memory sort."""
     import dask.dataframe as dd
     from dask.base import tokenize
     from dask.delayed import delayed
 
     from . import external
-    from . import runs as R
-
-    by, ascending = _normalize(by, ascending)
-    _check_categories(df, by)
-    meta = df._meta
-    parts = df.to_delayed(optimize_graph=False)
-    if widths is None:
-        widths = max_string_widths(parts, string_columns(meta, by))
-    encode = functools.partial(encode_keys, by=by, ascending=ascending, na_position=na_position, widths=widths)
-    width = encode(meta.iloc[:0]).shape[1]  # also checks the columns' types, before any work
     from .array import run_memory
 
+    spec = _spec(df, by, ascending, na_position, "external", device)
+    meta = df._meta
+    parts = df.to_delayed(optimize_graph=False)
     budget = run_memory(memory_limit)
-    tok = tokenize(df, by, ascending, na_position, widths, npartitions, "external")
+    widths = _widths_tuple(spec, widths)
+    tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external")
     job = external.FrameJob(
-        R.Layout(width, width), encode, int(npartitions or df.npartitions), 256, external.store_config(tok, width, local_directory, budget)
+        spec=spec,
+        widths=widths,
+        partitions=int(npartitions or df.npartitions),
+        spacing=256,
+        store=external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget),
+        ignore_index=ignore_index,
+        device=device,
     )
     runs = [delayed(external.frame_run, pure=True)(job, i, p, dask_key_name=(f"dsort-run-{tok}", i)) for i, p in enumerate(parts)]
     cut = delayed(external.frame_cuts, pure=True)(job, *runs, dask_key_name=f"dsort-cuts-{tok}")
@@ -322,3 +383,43 @@ def sort_values_external(
         delayed(external.frame_merge, pure=True)(job, cut, t, meta, dask_key_name=(f"dsort-merge-{tok}", t)) for t in range(job.partitions)
     ]
     return dd.from_delayed(out, meta=meta, verify_meta=False)
+
+
+class _FrameAccessor:
+    """``ddf.dsort``: dsort's sorts as methods of a dask dataframe (registered when dask.dataframe
+    and dsort are both imported)."""
+
+    def __init__(self, df):
+        self._df = df
+
+    def sort_values(self, by, **options):
+        """:func:`dsort.dataframe.sort_values` of this frame."""
+        return sort_values(self._df, by, **options)
+
+    def set_index(self, other, **options):
+        """:func:`dsort.dataframe.set_index` of this frame."""
+        return set_index(self._df, other, **options)
+
+
+class _SeriesAccessor:
+    """``series.dsort``: :func:`sort_series` as a method of a dask series."""
+
+    def __init__(self, s):
+        self._s = s
+
+    def sort_values(self, **options):
+        """:func:`dsort.dataframe.sort_series` of this series."""
+        return sort_series(self._s, **options)
+
+
+def register_accessors() -> None:
+    """Put ``.dsort`` on dask dataframes and series (done once dsort and dask.dataframe are both
+    imported, in either order: see :mod:`dsort`)."""
+    import warnings
+
+    from dask.dataframe import extensions
+
+    with warnings.catch_warnings():  # registering twice (a reload) only warns
+        warnings.simplefilter("ignore")
+        extensions.register_dataframe_accessor("dsort")(_FrameAccessor)
+        extensions.register_series_accessor("dsort")(_SeriesAccessor)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import atexit
 import os
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -196,40 +196,37 @@ BLOCK_ROWS = 1 << 16
 class FrameJob:
     """What the tasks of one external dataframe sort need (see :class:`ArrayJob`)."""
 
-    layout: R.Layout  # the byte keys
-    encode: object  # pandas partition -> its keys as byte rows (n, layout.key_bytes)
+    spec: object  # the sort's :class:`~dsort.frame_keys.KeySpec`
+    widths: tuple | None  # string widths for every partition's keys; None: each its own
     partitions: int  # output partitions, balanced to within one row
     spacing: int
     store: R.StoreConfig
-    range_rows: tuple = ()  # set by the cuts task, once the runs' sizes are known
-    descending: bool = False  # the byte keys carry the order: always ascending here
-    na_position: str = "last"
+    ignore_index: bool = False
+    device: str | None = None
 
 
 def _rows_path(job: FrameJob, p: int) -> str:
     return os.path.join(job.store.directory, f"frame-{p:06d}.pickles")
 
 
-def frame_run(job: FrameJob, p: int, part) -> R.Run:
+def frame_run(job: FrameJob, p: int, part) -> tuple:
     """Partition ``p``: its keys, a stable sort of its rows by them, the rows written in blocks
-    beside the run store's files (the blocks' byte offsets last), the keys kept as run ``p``."""
+    beside the run store's files (the blocks' byte offsets last), the keys kept as run ``p``;
+    ``(run, the keys' string widths)``."""
     import pickle
 
-    from .engine import numpy_engine
+    from .frame_chunk import sort_part
 
-    keys = np.ascontiguousarray(job.encode(part))
-    order = numpy_engine.argsort(keys)
-    rows = part.iloc[order]
+    s = sort_part(part, job.spec, job.widths, job.device)
     os.makedirs(job.store.directory, exist_ok=True)
     offsets = [0]
     with open(_rows_path(job, p), "wb") as f:
-        for b in range(0, len(rows), BLOCK_ROWS):
-            f.write(pickle.dumps(rows.iloc[b : b + BLOCK_ROWS], protocol=5))
+        for b in range(0, len(s.frame), BLOCK_ROWS):
+            f.write(pickle.dumps(s.frame.iloc[b : b + BLOCK_ROWS], protocol=5))
             offsets.append(f.tell())
         f.write(np.asarray(offsets, "<i8").tobytes())
         f.write(np.int64(len(offsets)).tobytes())
-    keys = keys[order]
-    return R.store(job.store).put(p, keys, sample=keys[:: job.spacing].copy())
+    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy()), s.widths
 
 
 def _read_rows(path: str, lo: int, hi: int):
@@ -255,29 +252,46 @@ def _read_rows(path: str, lo: int, hi: int):
     return rows.iloc[lo - first * BLOCK_ROWS : hi - first * BLOCK_ROWS]
 
 
-def frame_cuts(job: FrameJob, *runs):
-    """The cuts of ``job.partitions`` balanced output partitions, and those partitions' sizes."""
-    from dataclasses import replace
+def frame_cuts(job: FrameJob, *made):
+    """The cuts of ``job.partitions`` balanced output partitions: ``(cut rows, runs, the keys'
+    string widths per run, the common widths)``, from the runs' samples and the keys in their
+    windows (every key brought to the common widths first)."""
+    from . import frame_chunk as FC
+    from .frame_keys import common_widths, widen
 
-    total = sum(r.rows for r in runs)
-    k, extra = divmod(total, job.partitions)
-    sizes = tuple(k + (i < extra) for i in range(job.partitions))
-    return F.cut_runs(replace(job, range_rows=sizes), list(runs))
+    runs = [r for r, _ in made]
+    have = [w for _, w in made]
+    sizes = [r.rows for r in runs]
+    p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, FC.balanced(sum(sizes), job.partitions))
+    store = R.store(job.store)
+
+    def keys_at(q, lo, hi):
+        if hi <= lo:
+            return np.empty((0, job.spec.width(p.widths)), np.uint8)
+        return widen(job.spec, np.ascontiguousarray(store.read(runs[q], lo, hi)), have[q], p.widths)
+
+    if len(runs) > 1 and len(p.targets):
+        samples = [widen(job.spec, r.sample, w, p.widths) for r, w in made]
+        lo, hi = FC.bounds(p, *samples)
+        windows = [[keys_at(q, lo[t, q], hi[t, q]) for t in range(len(p.targets))] for q in range(len(runs))]
+        cut = FC.cuts(p, (lo, hi), *windows)
+    else:
+        cut = FC.cuts(p, None)
+    return cut, [replace(r, sample=None) for r in runs], have, p.widths
 
 
 def frame_merge(job: FrameJob, cut, t: int, meta):
     """Output partition ``t``: its slices of every partition's sorted rows, merged by their keys."""
-    import pandas as pd
+    from . import frame_chunk as FC
+    from .frame_keys import widen
 
-    bounds, runs = cut
-    store = R.store(job.store)
+    bounds, runs, have, want = cut
     pieces = [(q, run, int(bounds[t, q]), int(bounds[t + 1, q])) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
-    if not pieces:
-        R.finish(job.store, t, job.partitions)
-        return meta.iloc[:0]
-    keys = [np.ascontiguousarray(store.read(run, lo, hi)) for _, run, lo, hi in pieces]
-    frames = [_read_rows(_rows_path(job, q), lo, hi) for q, _, lo, hi in pieces]
-    _, order = chunk.merge_order(keys, False, "last")
-    out = (frames[0] if len(frames) == 1 else pd.concat(frames)).iloc[order]
+    keys = R.store(job.store).read_many([(run, lo, hi) for _, run, lo, hi in pieces])
+    slices = [
+        (_read_rows(_rows_path(job, q), lo, hi), widen(job.spec, np.ascontiguousarray(k), have[q], want))
+        for (q, _, lo, hi), k in zip(pieces, keys)
+    ]
+    out = FC.merge(meta, bounds, t, job.ignore_index, job.device, *slices)
     R.finish(job.store, t, job.partitions)
     return out

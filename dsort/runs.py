@@ -26,7 +26,7 @@ import os
 import shutil
 import threading
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -75,6 +75,7 @@ class Run:
     device: int | None = None
     sample: object = field(default=None, repr=False, compare=False)  # keys at run positions 0, s, 2s, ... (NumPy)
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
+    row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
 
 
 @dataclass(frozen=True)
@@ -116,7 +117,13 @@ class RunStore:
             return True
 
     def put(self, index: int, rows, *, sample=None) -> Run:
-        """Keep sorted ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) as run ``index``."""
+        """Keep sorted ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) as run ``index``; rows of
+        another width are kept as they are, the run's handle saying their width."""
+        if rows.shape[1] != self.config.row_bytes:
+            return replace(self._put(index, rows, sample), row_bytes=int(rows.shape[1]))
+        return self._put(index, rows, sample)
+
+    def _put(self, index: int, rows, sample) -> Run:
         n, nbytes = len(rows), int(rows.nbytes)
         cfg = self.config
         if dev.is_device_array(rows):
@@ -153,13 +160,13 @@ class RunStore:
         them. To a GPU, every slice not already there travels in one stream of staging pieces.
         Slices of runs on another worker's disk are read there and only they travel; a run whose
         worker is gone is made again here by ``recover(index) -> Run`` (its block sorted again)."""
-        rb = self.config.row_bytes
         out: list = [None] * len(items)
         segments = []  # (item, run, first byte in the run, bytes, first byte in the upload)
         total = 0
         fetched = self._fetch_remote(items, recover)
+        widths = [run.row_bytes or self.config.row_bytes for run, _, _ in items]
         for i, (run, lo, hi) in enumerate(items):
-            lo, hi = int(lo), int(hi)
+            lo, hi, rb = int(lo), int(hi), widths[i]
             if i in fetched:
                 run, lo, hi = fetched[i], 0, hi - lo  # the slice itself, now in this process
             if isinstance(run, np.ndarray) and gpu is None:
@@ -199,7 +206,7 @@ class RunStore:
 
             flat = dev.upload(total, fill, gpu)
             for i, _, _, size, at in segments:
-                out[i] = flat[at : at + size].reshape(size // rb, rb)
+                out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
         return out
 
     def _fetch_remote(self, items, recover) -> dict:

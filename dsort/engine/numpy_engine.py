@@ -78,6 +78,29 @@ def _undo(k: np.ndarray, descending: bool, like: np.ndarray) -> np.ndarray:
     return k.view(like.dtype) if kind == "S" else k
 
 
+def _packed(s: np.ndarray) -> np.ndarray | None:
+    """Byte keys (``S<n>``) as uint64 of the same order when at most 8 of their byte columns
+    vary: a column equal in every key decides no comparison, and NumPy sorts integers faster than
+    byte strings (a 9-byte key of a number and its missing-value flag, say). Else None."""
+    rows = s.view(np.uint8).reshape(len(s), s.dtype.itemsize)
+    varying = [j for j in range(rows.shape[1]) if (rows[:, j] != rows[0, j]).any()]  # column by column: no n x width temporaries
+    if len(varying) > 8 or not np.little_endian:
+        return None
+    word = np.zeros((len(s), 8), np.uint8)
+    for i, j in enumerate(reversed(varying)):  # the first varying byte the most significant
+        word[:, i] = rows[:, j]
+    return word.view(np.uint64).reshape(-1)
+
+
+def _argsort(k: np.ndarray) -> np.ndarray:
+    """NumPy's stable argsort of an order key, byte keys packed into integers where they fit."""
+    if k.dtype.kind == "S" and len(k) > 1:
+        packed = _packed(k)
+        if packed is not None:
+            k = packed
+    return np.argsort(k, kind="stable")
+
+
 def _less(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """Elementwise ``x < y`` over order keys, NaN after every number (as NumPy sorts)."""
     if x.dtype.kind == "f":
@@ -100,14 +123,14 @@ def sort(keys, values=None, descending=False, na_position="last"):
             k = k.copy()
         k.sort(kind="stable")
         return _undo(k, descending, keys)
-    order = np.argsort(k, kind="stable")
+    order = _argsort(k)
     return keys[order] if values is None else (keys[order], values[order])
 
 
 def argsort(keys, descending=False, na_position="last"):
     """Positions (int64) that sort ``keys`` stably."""
     K.check_keys(keys)
-    return np.argsort(_key(keys, descending, na_position), kind="stable").astype(np.int64, copy=False)
+    return _argsort(_key(keys, descending, na_position)).astype(np.int64, copy=False)
 
 
 def merge(a, b, a_values=None, b_values=None, descending=False, na_position="last"):
@@ -123,7 +146,7 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     if a_values is None and involution:
         c.sort(kind="stable")
         return _undo(c, descending, a)
-    order = np.argsort(c, kind="stable")
+    order = _argsort(c)
     merged = (c if ka is a and kb is b else np.concatenate([a, b]))[order]
     if a_values is None:
         return merged

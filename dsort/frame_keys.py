@@ -1,0 +1,266 @@
+"""Sort keys of pandas rows: the ``by`` columns of each row as one fixed-width byte key whose
+unsigned (``memcmp``) order is pandas' order for ``sort_values(by, ascending, na_position,
+kind="stable")``; no dask here.
+
+One column's bytes: a missing-value byte, then the value's order-preserving bytes (big-endian, sign
+bit flipped; all bits flipped for negative floats; inverted when descending, the missing-value byte
+never, so missing values stay last/first both ways). A string column's value is its UTF-8 bytes
+padded with NUL to a *width*, then its byte length (4 bytes, big-endian, so "a" sorts before
+"a\0"). Every column but a string one has a width fixed by its dtype; a string column's width is
+the longest value's, so two partitions' keys compare only at one width: :func:`widen` pads the
+narrower (a cheap copy) without touching the data again, which is what lets each partition encode
+its keys alone, with no pass over the data beforehand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from pandas.api import types as pdt
+
+__all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "string_columns", "string_widths", "unordered", "widen"]
+
+NA_POSITIONS = ("last", "first")
+
+
+def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool) -> np.ndarray:
+    """One column as byte rows: a missing-value byte, then the value's order-preserving bytes
+    (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
+    descending, the missing-value byte never, so missing values stay last/first both ways)."""
+    n = len(s)
+    if isinstance(s.dtype, pd.ArrowDtype):
+        s = _from_arrow(s)
+    na = s.isna().to_numpy(dtype=bool, copy=True)
+    dtype = s.dtype
+    if isinstance(dtype, pd.CategoricalDtype):  # in category order, as pandas sorts them (ordered or not)
+        s = pd.Series(np.where(na, 0, s.cat.codes.to_numpy()).astype(np.int32), index=s.index)
+        dtype = s.dtype
+    if isinstance(dtype, pd.DatetimeTZDtype):
+        s, dtype = s.dt.tz_convert("UTC").dt.tz_localize(None), np.dtype("datetime64[ns]")
+    if pdt.is_bool_dtype(dtype):
+        v = s.to_numpy(dtype=bool, na_value=False).astype(np.uint8).reshape(n, 1)
+    elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
+        if pdt.is_integer_dtype(dtype):
+            np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+            x = s.to_numpy(dtype=np_dtype, na_value=0)
+        else:
+            x = s.to_numpy().view(np.int64).copy()  # a copy: pandas may hand out read-only views
+            x[na] = 0
+            np_dtype = np.dtype(np.int64)
+        u = x.view(f"u{np_dtype.itemsize}")
+        if np_dtype.kind == "i":
+            u = u ^ np.array(1 << (8 * np_dtype.itemsize - 1), dtype=u.dtype)
+        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
+    elif pdt.is_float_dtype(dtype):
+        np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
+        if np_dtype.itemsize not in (4, 8):
+            np_dtype = np.dtype(np.float64)
+        x = s.to_numpy(dtype=np_dtype, na_value=np.nan)
+        na |= np.isnan(x)
+        bits = np.where(na, 0, x + np_dtype.type(0.0)).astype(np_dtype).view(f"u{np_dtype.itemsize}")  # -0.0 → +0.0
+        top = np.array(1 << (8 * np_dtype.itemsize - 1), dtype=bits.dtype)
+        u = np.where(bits & top, ~bits, bits | top)
+        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
+    elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
+        data, offsets = _utf8_buffers(s)
+        width = max(int(width or 0), 1)
+        # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads. The
+        # byte length follows (big-endian), so "a" sorts before "a\0": padding alone would tie them.
+        # Built with array operations: each row's bytes gathered from Arrow's buffers at once.
+        size = np.diff(offsets)
+        if len(size) and int(size.max()) > width:
+            raise ValueError(f"column {s.name!r} holds a value of {int(size.max())} UTF-8 bytes, wider than the {width} given")
+        cols = np.arange(width)
+        inside = cols[None, :] < size[:, None]
+        at = np.where(inside, offsets[:-1, None] + cols[None, :], 0)
+        v = np.where(inside, data[at] if len(data) else 0, 0).astype(np.uint8)
+        lengths = size.astype(">u4").view(np.uint8).reshape(n, 4)
+        v = np.concatenate([v, lengths], axis=1)
+    else:
+        raise unordered(s)
+    if descending:
+        v = ~v
+    flag = (na if not na_first else ~na).astype(np.uint8).reshape(n, 1)
+    v = np.where(na[:, None], 0, v).astype(np.uint8)
+    return np.concatenate([flag, v], axis=1)
+
+
+def unordered(s: pd.Series) -> TypeError:
+    dtype = getattr(s.dtype, "pyarrow_dtype", s.dtype)
+    return TypeError(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by numbers, booleans, strings, dates and times")
+
+
+def _from_arrow(s: pd.Series) -> pd.Series:
+    """An Arrow-backed column (``pd.ArrowDtype``) in a form :func:`_column_key` orders: numbers,
+    booleans and strings as they are; timestamps, dates, times and durations as their integers
+    (one unit per column, timestamps in UTC); any other type a :class:`TypeError`."""
+    import pyarrow as pa
+
+    t = s.dtype.pyarrow_dtype
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+        return s
+    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+        return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
+    raise unordered(s)
+
+
+def _utf8_buffers(s: pd.Series):
+    """A string column's UTF-8 bytes as Arrow holds them: ``(data uint8, offsets int64)``, row
+    ``i`` being ``data[offsets[i]:offsets[i + 1]]``; missing values empty. Arrow-backed strings
+    (pandas' default string dtype) are used as they are; object columns go through Arrow once."""
+    import pyarrow as pa
+
+    arr = None
+    if not pdt.is_object_dtype(s.dtype):
+        try:
+            arr = pa.chunked_array(pa.array(s.array)).combine_chunks() if hasattr(s.array, "__arrow_array__") else None
+        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+            arr = None
+    if arr is None:
+        try:
+            arr = pa.array(s.astype(object).where(s.notna(), None), type=pa.large_string(), from_pandas=True)
+        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+            odd = next((x for x in s.dropna() if not isinstance(x, str)), None)
+            raise TypeError(f"cannot sort a column that mixes strings with {type(odd).__name__} values") from None
+    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+        arr = arr.cast(pa.large_string())
+    if arr.null_count:
+        arr = arr.fill_null("")
+    _, offsets, data = arr.buffers()
+    kind = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    offsets = np.frombuffer(offsets, kind)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
+    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+    return data, offsets
+
+
+def column(df: pd.DataFrame, label) -> pd.Series:
+    """The sort column ``label`` of a frame: a column, else a level of the index of that name (as
+    pandas' ``sort_values`` takes them; a label that names both is an error there and here)."""
+    names = [n for n in df.index.names if n is not None]
+    if label in df.columns:
+        if label in names:
+            raise ValueError(f"{label!r} is both a column and an index level name: ambiguous")
+        return df[label]
+    if label in names:
+        return pd.Series(df.index.get_level_values(label), index=df.index, name=label)
+    raise KeyError(f"no column or index level {label!r}; the columns are {', '.join(map(str, df.columns))}")
+
+
+def _is_string(s: pd.Series) -> bool:
+    return pdt.is_string_dtype(s.dtype) or pdt.is_object_dtype(s.dtype)
+
+
+def string_widths(df, by) -> dict:
+    """The widest UTF-8 value (at least 1 byte) of each string ``by`` column of a pandas partition."""
+    out = {}
+    for c in by:
+        s = column(df, c)
+        if _is_string(s):
+            _, offsets = _utf8_buffers(s)
+            out[c] = max(int(np.diff(offsets).max()) if len(offsets) > 1 else 0, 1)
+    return out
+
+
+def string_columns(meta: pd.DataFrame, by) -> list:
+    """The ``by`` columns that hold strings (their byte width depends on the data)."""
+    return [c for c in by if _is_string(column(meta, c))]
+
+
+@dataclass(frozen=True)
+class KeySpec:
+    """The key of one sort: its columns, their directions, where missing values go, and the byte
+    sizes of the columns apart from string values (from the frame's meta), so that keys encoded at
+    different string widths can be brought to one (:func:`widen`)."""
+
+    by: tuple
+    ascending: tuple
+    na_position: str
+    strings: tuple  # per column: True for a string column
+    fixed: tuple  # per column: its bytes, a string's value bytes not counted
+
+    @classmethod
+    def of(cls, meta: pd.DataFrame, by, ascending=True, na_position="last") -> KeySpec:
+        """The spec of sorting frames like ``meta`` (an empty frame of their dtypes) by ``by``;
+        raises on columns it cannot order, before any data is read."""
+        by, ascending = normalize(by, ascending)
+        if na_position not in NA_POSITIONS:
+            raise ValueError(f"na_position must be 'last' or 'first', got {na_position!r}")
+        strings = tuple(_is_string(column(meta, c)) for c in by)
+        empty = meta.iloc[:0]
+        fixed = tuple(
+            _column_key(column(empty, c), 1, not a, na_position == "first").shape[1] - int(st) for c, a, st in zip(by, ascending, strings)
+        )
+        return cls(tuple(by), tuple(ascending), na_position, strings, fixed)
+
+    def widths(self, df) -> tuple:
+        """The string widths of a partition, one per column (0 for other columns)."""
+        w = string_widths(df, [c for c, st in zip(self.by, self.strings) if st])
+        return tuple(w.get(c, 0) if st else 0 for c, st in zip(self.by, self.strings))
+
+    def width(self, widths) -> int:
+        """Bytes of a key at string widths ``widths``."""
+        return int(sum(self.fixed) + sum(widths))
+
+    def encode(self, df, widths=None) -> tuple[np.ndarray, tuple]:
+        """``(keys, widths)``: the partition's keys as byte rows, at ``widths`` (default its own)."""
+        widths = tuple(widths) if widths is not None else self.widths(df)
+        na_first = self.na_position == "first"
+        cols = [_column_key(column(df, c), w, not a, na_first) for c, a, w in zip(self.by, self.ascending, widths)]
+        return np.ascontiguousarray(np.concatenate(cols, axis=1)), widths
+
+
+def common_widths(all_widths) -> tuple:
+    """The widths at which keys of every one of ``all_widths`` compare: the widest of each column."""
+    all_widths = [tuple(w) for w in all_widths]
+    return tuple(int(max(c)) for c in zip(*all_widths)) if all_widths else ()
+
+
+def widen(spec: KeySpec, keys: np.ndarray, have, want) -> np.ndarray:
+    """Keys encoded at string widths ``have`` re-spelled at widths ``want`` (each at least as wide),
+    equal to encoding the rows at ``want``: each string column's value gets pad bytes after it,
+    before its length; a pad byte is a NUL as encoded (0xFF when descending), 0 on a missing value."""
+    have, want = tuple(have), tuple(want)
+    if have == want:
+        return keys
+    n = len(keys)
+    pieces, at = [], 0
+    for st, size, a, h, w in zip(spec.strings, spec.fixed, spec.ascending, have, want):
+        end = at + size + h
+        if not st or w == h:
+            pieces.append(keys[:, at:end])
+        else:
+            if w < h:
+                raise ValueError(f"cannot narrow a string key from {h} to {w} bytes")
+            flag = keys[:, at]
+            pad = np.zeros((n, w - h), np.uint8)
+            if not a:  # a missing value's flag is 1 when missing values go last, 0 when first
+                present = flag == (1 if spec.na_position == "first" else 0)
+                pad[present] = 0xFF
+            pieces += [keys[:, at : at + 1 + h], pad, keys[:, at + 1 + h : end]]
+        at = end
+    return np.ascontiguousarray(np.concatenate(pieces, axis=1))
+
+
+def encode_keys(df: pd.DataFrame, by, ascending=True, na_position="last", widths=None) -> np.ndarray:
+    """The ``by`` columns of a pandas dataframe as byte rows ``(len(df), width)`` whose unsigned
+    byte order is pandas' order for ``sort_values(by, ascending, na_position)``. ``widths``: the
+    byte width of each string column by name (equal across partitions; :func:`string_widths`),
+    default this frame's own."""
+    spec = KeySpec.of(df, by, ascending, na_position)
+    if widths:
+        widths = tuple(max(int(widths.get(c, 0)), 1) if st else 0 for c, st in zip(spec.by, spec.strings))
+    return spec.encode(df, widths or None)[0]
+
+
+def normalize(by, ascending):
+    """``by`` as a list of column labels (one label: any hashable, an integer too) and
+    ``ascending`` as one bool per column (a bool, NumPy's too, or a list)."""
+    by = list(by) if isinstance(by, (list, tuple)) else [by]
+    if not by:
+        raise ValueError("sort_values needs at least one column in by")
+    ascending = [bool(ascending)] * len(by) if isinstance(ascending, (bool, np.bool_)) else [bool(a) for a in ascending]
+    if len(ascending) != len(by):
+        raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
+    return by, ascending
