@@ -31,7 +31,7 @@ from dask.array.utils import meta_from_array
 from . import engine as engines
 from .engine import keys as K
 from . import external
-from .graph import DEVICES, STRATEGIES, sort_graph
+from .graph import check_options, sort_graph
 
 
 def sort(x, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"):
@@ -70,11 +70,7 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
     """Checked options, and the strategy ``"auto"`` stands for: ``"external"`` for NumPy chunks
     bigger than a quarter of the memory the sort runs in (keys, values and their sorted copies
     would not fit), else the in-memory graph's own choice."""
-    K.check_na_position(na_position)
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
-    if device not in DEVICES:
-        raise ValueError(f"device must be None (each chunk's own engine) or 'gpu', got {device!r}")
+    check_options(strategy, device, na_position)
     one_process, memory = external.where_it_runs()
     if strategy == "auto" and isinstance(keys._meta, np.ndarray):
         nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))

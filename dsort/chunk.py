@@ -83,7 +83,7 @@ def merge_order(keys_list, descending, na_position):
         cat = np.concatenate(keys_list)
         perm = e.argsort(cat, descending=descending, na_position=na_position)
         return engines.take_rows(cat, perm), perm
-    starts = np.cumsum([0] + [len(k) for k in keys_list[:-1]]).tolist()
+    starts = plan.offsets([len(k) for k in keys_list]).tolist()
     runs = [(k, xp.arange(s, s + len(k), dtype=np.int64)) for k, s in zip(keys_list, starts)]
     while len(runs) > 1:
         merged = [

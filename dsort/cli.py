@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from . import check as C
+from . import valsort
 from .io import InputError
 from .service import JobFailed  # exit status 1 (a failed check too)
 
@@ -87,8 +87,10 @@ def _security(args):
 
 
 def _rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
-    """Rows per block for ``dsort check``: ``--chunk-size`` bytes, else 64 MiB."""
-    return max(int(chunk_size or 64 << 20) // max(row_bytes, 1), 1)
+    """Rows per block for ``dsort check``: ``--chunk-size`` bytes, else ``dsort.check.block``."""
+    from . import config
+
+    return max(int(chunk_size or config.nbytes("check.block")) // max(row_bytes, 1), 1)
 
 
 def _service_kwargs(args) -> dict:
@@ -160,8 +162,8 @@ def _sort(args) -> int:
 
 def check_path(
     path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None, security=None
-) -> C.Summary:
-    """The :class:`~dsort.check.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
+) -> valsort.Summary:
+    """The :class:`~dsort.valsort.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
     the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
     import dask
 
@@ -183,7 +185,8 @@ def check_path(
         order = parquet.manifest(dirs[0]) if dirs else None
         tasks = parquet.check_tasks(files, by=by, descending=descending, order=order)
     if scheduler:
-        from .cluster import connect, run
+        from .cluster import connect
+        from .progress import run
 
         with connect(scheduler, quiet=True, security=security) as session:
             parts = run(session, tasks)[0] if tasks else []
@@ -193,7 +196,7 @@ def check_path(
         bar = ProgressBar(minimum=1.0) if sys.stdout.isatty() else _null()
         with bar:
             parts = dask.compute(*tasks, scheduler="threads") if tasks else []
-    return C.combine(parts, descending=descending and fmt != "parquet")
+    return valsort.combine(parts, descending=descending and fmt != "parquet")
 
 
 class _null:
@@ -204,7 +207,7 @@ class _null:
         return False
 
 
-def report_check(s: C.Summary, out=None) -> None:
+def report_check(s: valsort.Summary, out=None) -> None:
     """``valsort``'s report."""
     out = out or sys.stdout
     print(f"Records: {s.records:,}", file=out)
@@ -297,17 +300,16 @@ def _warm_up() -> None:
     caches its own kernels that a sort uses (checksums, order checks, casts) now, not on first use."""
     import io
 
-    from . import gen
+    from . import config, gen
     from .service import sort_files
 
-    from .service import MIN_BLOCK
-
+    min_block = config.nbytes("file-sort.min-block")
     with tempfile.TemporaryDirectory(prefix="dsort-warm-up-") as d:
         inputs = [Path(d, "records.bin")]
-        gen.records(3 * MIN_BLOCK // 100 + 7, inputs[0])
+        gen.records(3 * min_block // 100 + 7, inputs[0])
         for dtype in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"):
             inputs.append(Path(d, f"{dtype}.npy"))
-            gen.npy(3 * MIN_BLOCK // np.dtype(dtype).itemsize + 7, inputs[-1], dtype=dtype)
+            gen.npy(3 * min_block // np.dtype(dtype).itemsize + 7, inputs[-1], dtype=dtype)
         for src in inputs:  # several runs and output ranges each: the merges' kernels too
             for descending in (False, True):
                 sort_files(
@@ -317,7 +319,7 @@ def _warm_up() -> None:
                     overwrite=True,
                     progress=False,
                     stream=io.StringIO(),
-                    chunk_size=MIN_BLOCK,
+                    chunk_size=min_block,
                 )
         gen.records(1000, inputs[0])  # and one run, one range: what a small input takes
         gen.npy(1000, inputs[5], dtype="int64")

@@ -1,4 +1,4 @@
-"""The cluster a command runs on, its progress bars and its per-phase times.
+"""The cluster a command runs on: an embedded one started, or a running one connected to.
 
 ``--scheduler ADDRESS`` connects to a running cluster; otherwise dsort starts an embedded one:
 ``dask_cuda.LocalCUDACluster`` (one worker per visible GPU) where CuPy sees a GPU and dask-cuda is
@@ -8,7 +8,7 @@ Between GPU workers, dask's default transport is TCP: a chunk goes device → ho
 device. ``protocol="ucx"`` (needs ``distributed-ucxx``; ``pip install 'dsort[ucx]'``) moves CuPy
 chunks between the GPUs of one host directly (CUDA IPC over NVLink or PCIe). Each device buffer
 that crosses needs an IPC mapping, costly to make, so UCX clusters allocate from one RMM pool per
-worker (``rmm_pool_size``, default :data:`UCX_POOL`), which CuPy uses too.
+worker (``rmm_pool_size``, default the setting ``dsort.ucx.rmm-pool-size``), which CuPy uses too.
 """
 
 from __future__ import annotations
@@ -16,43 +16,14 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-import time
 from dataclasses import dataclass, field
 
 import dask
-from dask.utils import format_bytes, format_time
+from dask.utils import format_bytes
 
-UCX_POOL = 0.25  # fraction of each GPU's memory: a UCX cluster's RMM pool per worker (it grows past it)
+from . import config
+
 SPILL_EARLY = {"distributed.worker.memory.target": 0.4, "distributed.worker.memory.spill": 0.5}
-
-# Task names (less their "-<token>") → the phase they belong to; any other task is the sort's own.
-PHASES = {
-    "dsort-read": "read",
-    "dsort-encode": "read",
-    "dsort-checksum-input": "checksum",
-    "dsort-run": "run",
-    "dsort-cuts": "cuts",
-    "dsort-merge": "merge",
-    "dsort-df-split": "gather",
-    "dsort-df-gather": "gather",
-    "dsort-df-assemble": "gather",
-    "dsort-write": "write",
-    "dsort-check": "check",
-}
-ORDER = ["read", "checksum", "run", "cuts", "sort", "merge", "gather", "write", "check"]
-
-
-def make_phase_of():
-    """``key -> phase name``. Built here as a closure, so cloudpickle ships it by value to a
-    scheduler that may not have dsort installed (the progress bars group keys on the scheduler)."""
-    table = dict(PHASES)
-
-    def phase_of(key):
-        name = key[0] if isinstance(key, tuple) else key
-        name = name.decode() if isinstance(name, bytes) else str(name)
-        return table.get(name.rsplit("-", 1)[0], "sort")  # names end in "-<token>"
-
-    return phase_of
 
 
 @dataclass
@@ -65,7 +36,7 @@ class Session:
     memory_limit: int  # per worker, bytes (0: none)
     device_memory_limit: int | None
     dashboard: str | None
-    phases: dict = field(default_factory=dict)
+    phases: dict = field(default_factory=dict)  # of the last dsort.progress.run on it
 
     def describe(self) -> str:
         mem = format_bytes(self.memory_limit) if self.memory_limit else "no limit"
@@ -245,7 +216,7 @@ def connect(
 def ucx_options(protocol=None, rmm_pool_size=None) -> dict:
     """``LocalCUDACluster`` keywords for ``protocol`` (None or "tcp": none). For "ucx": UCX with
     dask-cuda's automatic transport choice, an RMM pool per worker (``rmm_pool_size``, default
-    :data:`UCX_POOL` of the GPU's memory) and CuPy allocating from it, so that a worker's buffers
+    ``dsort.ucx.rmm-pool-size`` of the GPU's memory) and CuPy allocating from it, so that a worker's buffers
     need one IPC mapping per peer, not one per chunk."""
     if protocol in (None, "tcp"):
         return {}
@@ -260,7 +231,7 @@ def ucx_options(protocol=None, rmm_pool_size=None) -> dict:
 
         raise InputError("--protocol ucx needs UCX for dask: pip install 'dsort[ucx]' (distributed-ucxx)") from None
     if rmm_pool_size is None:
-        rmm_pool_size = UCX_POOL
+        rmm_pool_size = config.get("ucx.rmm-pool-size")
     elif isinstance(rmm_pool_size, str) and rmm_pool_size.replace(".", "", 1).isdigit() and float(rmm_pool_size) <= 1:
         rmm_pool_size = float(rmm_pool_size)  # a fraction of the GPU's memory, as dask-cuda takes it
     return {"protocol": "ucx", "rmm_pool_size": rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy"]}
@@ -287,77 +258,3 @@ def _device_memory() -> int:
     import cupy
 
     return int(cupy.cuda.Device(0).mem_info[1])
-
-
-def progress_bars(futures, client, width: int = 12, stream=None) -> None:
-    """One progress bar per phase, on one line, until ``futures`` finish; driven by the scheduler's
-    MultiProgress plugin (dask's own progress machinery, grouped by phase). On a terminal the line
-    is redrawn; elsewhere only the final state is printed. Never fails the computation."""
-    from distributed.diagnostics.progressbar import MultiProgressBar
-    from distributed.utils import LoopRunner
-
-    stream = stream or sys.stdout
-
-    class Bars(MultiProgressBar):
-        last = ""
-
-        def _draw_bar(self, remaining, all, **kwargs):
-            parts = []
-            for phase in sorted(all, key=lambda p: ORDER.index(p) if p in ORDER else 99):
-                total = all[phase]
-                frac = 1 - remaining.get(phase, 0) / total if total else 1.0
-                fill = int(width * frac)
-                parts.append(f"{phase} [{'#' * fill}{'.' * (width - fill)}] {int(100 * frac):3d}%")
-            self.last = " ".join(parts) + f"  {format_time(self.elapsed)}"
-            if stream.isatty():
-                stream.write("\r\33[2K" + self.last)
-                stream.flush()
-
-        def _draw_stop(self, **kwargs):
-            if self.last:
-                stream.write(("\r\33[2K" if stream.isatty() else "") + self.last + "\n")
-                stream.flush()
-
-    try:
-        bars = Bars(futures, client.scheduler.address, group_by=make_phase_of(), complete=True, interval="200ms")
-        LoopRunner(loop=client.loop).run_sync(bars.listen)
-    except Exception as e:
-        print(f"(progress bars unavailable: {e!r})", file=sys.stderr)
-
-
-def run(session: Session, *collections, progress: bool = True):
-    """Compute ``collections`` on the session's cluster with phase bars; return the results and
-    record per-phase times (task seconds and wall-clock span) in ``session.phases``."""
-    from distributed import get_task_stream, wait
-
-    client = session.client
-    t0 = time.perf_counter()
-    with get_task_stream(client=client) as ts:
-        futures = client.compute(list(collections))
-        try:
-            if progress:
-                progress_bars(futures, client)
-            wait(futures)
-            results = client.gather(futures)
-        except BaseException:
-            # a failed or interrupted run stops its tasks, also on a running (remote) cluster
-            client.cancel(futures)
-            raise
-    session.phases = phase_times(ts.data)
-    session.phases["_wall"] = time.perf_counter() - t0
-    return results
-
-
-def phase_times(records) -> dict:
-    """``{phase: (task seconds, span seconds)}`` from task-stream records: the span runs from the
-    phase's first task start to its last task end (phases overlap: the graph streams)."""
-    phase_of = make_phase_of()
-    acc: dict = {}
-    for r in records:
-        for ss in r.get("startstops", ()):
-            if ss.get("action") != "compute":
-                continue
-            p = phase_of(r["key"])
-            busy, lo, hi = acc.get(p, (0.0, float("inf"), float("-inf")))
-            acc[p] = (busy + ss["stop"] - ss["start"], min(lo, ss["start"]), max(hi, ss["stop"]))
-    return {p: (busy, hi - lo) for p, (busy, lo, hi) in acc.items()}

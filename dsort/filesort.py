@@ -32,13 +32,13 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from . import check as C
+from . import valsort
 from . import chunk, plan
 from . import engine as engines
 from . import runs as R
 from .engine import device as dev
 
-PHASES = ("run", "cuts", "merge")
+PHASES = ("run", "cuts", "merge")  # dsort.external names its tasks from these (dsort.tasks has the phase names)
 
 
 @dataclass(frozen=True)
@@ -139,7 +139,7 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
         finally:
             os.close(fd)
         watch.lap("read + copy in")
-    summary = C.Summary(records=n, checksum=C.exact_sum(C.crc32_rows(rows)), bytes=n * lay.row_bytes)
+    summary = valsort.Summary(records=n, checksum=valsort.exact_sum(valsort.crc32_rows(rows)), bytes=n * lay.row_bytes)
     _sync(gpu)
     watch.lap("checksum")
     return sort_and_keep(job, i, rows, watch, gpu), summary
@@ -208,9 +208,9 @@ def merge_task(job: Job, cut, t: int):
     with _on(gpu, job):
         merged = merge_rows(job, cut, t, watch, gpu)
         if merged is None:
-            return C.Summary(), watch.times
+            return valsort.Summary(), watch.times
         keys, rows = merged
-        summary = C.summarize(keys, rows, descending=job.descending)
+        summary = valsort.summarize(keys, rows, descending=job.descending)
         _sync(gpu)
         watch.lap("checksum")
         _write_at(job.output, job.out_offset + first * lay.row_bytes, rows, gpu)
@@ -262,28 +262,18 @@ def _write_at(path, offset: int, rows, gpu=None) -> None:
 def graph(job: Job) -> tuple[dict, list, list]:
     """``(dask graph, run keys, merge keys)``: computing the run keys gives ``(Run, input summary,
     times)`` per block, the merge keys ``(output summary, times)`` per output range."""
-    from dask._task_spec import List, Task, TaskRef
+    from .tasks import CUTS, MERGE, RUN, name, ref, task
 
-    names = {p: f"dsort-{p}-{job.id}" for p in PHASES}
     dsk = {}
-    run_keys = [(names["run"], i) for i in range(len(job.blocks))]
+    run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
     for i, k in enumerate(run_keys):
-        dsk[k] = Task(k, run_task, job, i)
-    cut = names["cuts"]
-    dsk[cut] = Task(cut, cuts_task, job, List(*map(TaskRef, run_keys)))
-    merge_keys = [(names["merge"], t) for t in range(len(job.range_rows))]
+        dsk[k] = task(k, run_task, job, i)
+    cut = name(CUTS, job.id)
+    dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in run_keys])
+    merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
     for t, k in enumerate(merge_keys):
-        dsk[k] = Task(k, merge_task, job, TaskRef(cut), t)
+        dsk[k] = task(k, merge_task, job, ref(cut), t)
     return dsk, run_keys, merge_keys
-
-
-def phase_of(key) -> str:
-    """The phase a task key of :func:`graph` belongs to."""
-    name = key[0] if isinstance(key, tuple) else key
-    for p in PHASES:
-        if str(name).startswith(f"dsort-{p}-"):
-            return p
-    return "other"
 
 
 # -- sizes ----------------------------------------------------------------------------------------

@@ -23,15 +23,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from dask._task_spec import List, Task, TaskRef
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from . import chunk, external, plan
+from . import config  # noqa: F401 (the dask front end registers the dsort.* settings with dask.config)
 from . import runs as R
+from . import tasks as T
+from .engine import keys as K
+from .tasks import ref, task
 
 STRATEGIES = ("auto", "multiway", "tree", "external")
 DEVICES = (None, "gpu")
+
+
+def check_options(strategy, device, na_position) -> None:
+    """Refuse, with a ``ValueError`` that names the choices, a ``strategy`` not in
+    :data:`STRATEGIES`, a ``device`` not in :data:`DEVICES` or an ``na_position`` the engines
+    do not take."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be None (each chunk's own engine) or 'gpu', got {device!r}")
+    K.check_na_position(na_position)
 
 
 def choose_strategy(n_chunks: int) -> str:
@@ -64,19 +78,21 @@ class _Run:
 
     @property
     def offsets(self):
-        return np.concatenate([[0], np.cumsum(self.sizes, dtype=np.int64)[:-1]]).astype(int).tolist()
+        return plan.offsets(self.sizes).tolist()
+
+
+_PHASES = (T.SORT, T.SAMPLE, T.BOUNDS, T.WINDOW, T.SPLITTERS, T.SLICE, T.MERGE)
 
 
 class _Builder:
     def __init__(self, token, descending, na_position, device=None):
         self.dsk = {}
-        phases = ("sort", "sample", "bounds", "window", "splitters", "slice", "merge")
-        self.names = {p: f"dsort-{p}-{token}" for p in phases}
+        self.names = {p: T.name(p, token) for p in _PHASES}
         self.order = (descending, na_position)
         self.device = device
 
     def add(self, key, func, *args):
-        self.dsk[key] = Task(key, func, *map(_nested, args))
+        self.dsk[key] = task(key, func, *args)
         return key
 
     def per_part(self, phase, group, runs, func, *args, out=(), run_arg=False):
@@ -86,15 +102,14 @@ class _Builder:
         for q, run in enumerate(runs):
             extra = (q,) if run_arg else ()
             keys = [(self.names[phase], *group, *out, q, c) for c in range(len(run.parts))]
-            refs.append([TaskRef(self.add(k, func, TaskRef(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)])
+            refs.append([ref(self.add(k, func, ref(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)])
         return refs
 
     def local_sort(self, key_chunks, value_chunks, sizes, positions):
-        offsets = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
         runs = []
-        for i, (k, v, n, off) in enumerate(zip(key_chunks, value_chunks, sizes, offsets)):
-            ref = None if v is None else TaskRef(v)
-            key = self.add((self.names["sort"], i), chunk.local_sort, TaskRef(k), ref, off, positions, *self.order, self.device)
+        for i, (k, v, n, off) in enumerate(zip(key_chunks, value_chunks, sizes, plan.offsets(sizes).tolist())):
+            values = None if v is None else ref(v)
+            key = self.add((self.names[T.SORT], i), chunk.local_sort, ref(k), values, off, positions, *self.order, self.device)
             runs.append(_Run([key], [int(n)]))
         return runs
 
@@ -103,25 +118,20 @@ class _Builder:
         ``group`` names this merge."""
         sizes = [r.size for r in runs]
         targets = plan.interior_targets(out_sizes)
-        rows = TaskRef(self._splitters(runs, sizes, targets, group))
+        rows = ref(self._splitters(runs, sizes, targets, group))
         parts = []
         for t in range(len(out_sizes)):
-            pieces = self.per_part("slice", group, runs, chunk.take, rows, t, out=(t,), run_arg=True)
-            parts.append(self.add((self.names["merge"], *group, t), chunk.merge_runs, pieces, *self.order))
+            pieces = self.per_part(T.SLICE, group, runs, chunk.take, rows, t, out=(t,), run_arg=True)
+            parts.append(self.add((self.names[T.MERGE], *group, t), chunk.merge_runs, pieces, *self.order))
         return _Run(parts, [int(n) for n in out_sizes])
 
     def _splitters(self, runs, sizes, targets, group):
         spacing = plan.sample_spacing(sizes, len(targets))
-        samples = self.per_part("sample", group, runs, chunk.sample, spacing)
-        bounds = (self.names["bounds"], *group)
-        windows = TaskRef(self.add(bounds, chunk.bounds, samples, sizes, spacing, targets, *self.order))
-        wins = self.per_part("window", group, runs, chunk.window, windows, run_arg=True)
-        return self.add((self.names["splitters"], *group), chunk.splitters, wins, windows, sizes, targets, *self.order)
-
-
-def _nested(arg):
-    """Lists of lists of task references as task-spec containers (a plain nested list is data)."""
-    return List(*map(_nested, arg)) if isinstance(arg, list) else arg
+        samples = self.per_part(T.SAMPLE, group, runs, chunk.sample, spacing)
+        bounds = (self.names[T.BOUNDS], *group)
+        windows = ref(self.add(bounds, chunk.bounds, samples, sizes, spacing, targets, *self.order))
+        wins = self.per_part(T.WINDOW, group, runs, chunk.window, windows, run_arg=True)
+        return self.add((self.names[T.SPLITTERS], *group), chunk.splitters, wins, windows, sizes, targets, *self.order)
 
 
 def _first_keys(array):
@@ -156,16 +166,13 @@ def sort_graph(
     Returns ``[(graph, name), ...]``: the sorted keys, then the carried values if any; output
     chunk ``i`` is task ``(name, i, 0...)``, of the input's size. The graphs share their tasks.
     """
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    check_options(strategy, device, na_position)
     sizes = [int(n) for n in keys.chunks[0]]
     if strategy == "auto":
         strategy = choose_strategy(len(sizes))
-    if device not in DEVICES:
-        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     token = tokenize(keys, values, positions, descending, na_position, strategy, device)
-    key_name = f"dsort-sorted-keys-{token}"
-    value_name = f"dsort-sorted-values-{token}" if (values is not None or positions) else None
+    key_name = T.name(T.SORTED_KEYS, token)
+    value_name = T.name(T.SORTED_VALUES, token) if (values is not None or positions) else None
     back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
     value_chunks = _first_keys(values) if values is not None else [None] * len(sizes)
     deps = [keys] if values is None else [keys, values]
@@ -194,7 +201,7 @@ def sort_graph(
         getter = (chunk.keys_of, chunk.values_of)[which]
         for i, part in enumerate(final):
             key = (name, i) + (0,) * (nd - 1)
-            b.dsk[key] = Task(key, getter, TaskRef(part), back_to_host)
+            b.dsk[key] = task(key, getter, ref(part), back_to_host)
     return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]
 
 

@@ -31,6 +31,13 @@ import numpy as np
 from .engine import numpy_engine as E
 
 
+def offsets(sizes) -> np.ndarray:
+    """Where each of consecutive pieces of ``sizes`` starts: the exclusive prefix sum
+    ``[0, s0, s0 + s1, ...]``, one entry per piece (int64; empty for no pieces)."""
+    s = np.asarray(sizes, dtype=np.int64).reshape(-1)
+    return np.cumsum(s) - s
+
+
 def sample_spacing(run_sizes, n_targets: int) -> int:
     """The sample spacing ``s`` for runs of ``run_sizes`` and ``n_targets`` cuts.
 
@@ -100,9 +107,8 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     t = np.arange(len(order), dtype=np.int64)
     # Before sorted sample t: t - j samples of other runs; F of them are first samples of their
     # run (less this run's own first one when j > 0); G corrects m * s to n_q for exhausted runs.
-    first = np.cumsum(j == 0) - (j == 0)
-    last_excess = np.where(j == counts[run] - 1, counts[run] * s - sizes[run], 0)
-    g = np.cumsum(last_excess) - last_excess
+    first = offsets(j == 0)
+    g = offsets(np.where(j == counts[run] - 1, counts[run] * s - sizes[run], 0))
     r_lo = s * (t - j) - (s - 1) * (first - (j > 0)) + j * s
     r_hi = s * (t - j) - g + j * s
     # Both bounds rise along the sorted samples; the running max / min keep that true by
@@ -155,7 +161,7 @@ def boundaries(run_sizes, cuts):
 
 def interior_targets(chunk_sizes):
     """Target ranks of the boundaries between output chunks of the given sizes."""
-    return np.cumsum(np.asarray(chunk_sizes, dtype=np.int64))[:-1]
+    return offsets(chunk_sizes)[1:]
 
 
 def blocks(lengths, rows_per_block: int):

@@ -34,15 +34,13 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import check as C
+from . import valsort
+from . import config
 from .io.errors import InputError
 
-MIN_BLOCK = 1 << 20  # bytes: below this a task's fixed costs dominate
-CPU_BLOCK = 16 << 20  # block and range size caps: CPU caches and the merge fan-in favour these
-GPU_BLOCK = 128 << 20
-GPU_THREADS = 6  # threads per GPU: enough to overlap reads, copies, kernels and writes
-MAX_RUNS = 1024  # runs of one merge pass: the cuts and every merge task look at each of them
-MAX_SLICES = 1 << 16  # runs x output ranges: each pair is a slice that some task reads
+# The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
+# no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
+# (dsort/dsort.yaml), read at each call.
 
 
 class LimitError(InputError):
@@ -57,9 +55,6 @@ class CheckFailed(JobFailed):
     """The output's record count or checksum differs from the input's, or it is out of order."""
 
 
-NO_WORKERS_TIMEOUT = 30  # seconds a running cluster may have no workers before a job gives up (dsort.no-workers-timeout)
-
-
 @dataclass
 class SortReport:
     """What one :func:`sort_files` did: counts, checksums, where the time went."""
@@ -70,8 +65,8 @@ class SortReport:
     records: int
     bytes: int
     wall: float  # seconds, the call from its start to OUTPUT published
-    input_summary: C.Summary
-    output_summary: C.Summary
+    input_summary: valsort.Summary
+    output_summary: valsort.Summary
     where: str  # the executor, in words
     startup: float | None = None  # seconds from process start to this call
     phases: dict = field(default_factory=dict)  # phase -> wall seconds (run, cuts, merge, publish)
@@ -119,9 +114,12 @@ def parse_size(value, whole: int | None = None, what: str = "size") -> int | Non
             from dask.utils import parse_bytes
 
             try:
-                return int(parse_bytes(text))
+                nbytes = int(parse_bytes(text))
             except (ValueError, TypeError):
                 raise LimitError(f"{what} {value!r} is not a size (e.g. 2GB, 512MiB, or a fraction like 0.5)") from None
+            if nbytes <= 0:  # parse_bytes takes "-2GB"
+                raise LimitError(f"{what} {value!r} must be a positive number of bytes") from None
+            return nbytes
         value = number
     if 0 < value <= 1 and whole:
         return int(value * whole)
@@ -148,7 +146,7 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
     if threads_per_worker:
         threads = workers * threads_per_worker
     elif gpus:
-        threads = min(cpus, GPU_THREADS) * len(gpus)
+        threads = min(cpus, config.get("file-sort.gpu-threads")) * len(gpus)
     else:
         threads = workers * max(1, cpus // workers) if n_workers else cpus
     available = _mem_available()
@@ -180,21 +178,22 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
     at work (a task needs about three times its block: the rows, their sorted copy, keys and
     positions). On a GPU, fewer tasks at once when its budget is small, so blocks stay large."""
     gpu_tasks = 0
+    min_block = config.nbytes("file-sort.min-block")
     if res.gpus:
         work = res.device_budget // 2
-        gpu_tasks = max(1, min(GPU_THREADS, -(-res.threads // len(res.gpus)), work // 3 // (64 << 20)))
-        block = min(GPU_BLOCK, work // gpu_tasks // 3)
-        smallest = ("--device-memory-limit", MIN_BLOCK * 3 * 2 * gpu_tasks, "per GPU")
+        gpu_tasks = max(1, min(config.get("file-sort.gpu-threads"), -(-res.threads // len(res.gpus)), work // 3 // (64 << 20)))
+        block = min(config.nbytes("file-sort.gpu-block"), work // gpu_tasks // 3)
+        smallest = ("--device-memory-limit", min_block * 3 * 2 * gpu_tasks, "per GPU")
     else:
-        block = min(CPU_BLOCK, res.host_budget // 2 // res.threads // 3)
-        smallest = ("--memory-limit", MIN_BLOCK * 3 * 2 * res.threads, f"in all for {res.threads} threads")
+        block = min(config.nbytes("file-sort.cpu-block"), res.host_budget // 2 // res.threads // 3)
+        smallest = ("--memory-limit", min_block * 3 * 2 * res.threads, f"in all for {res.threads} threads")
     if chunk_size:
         block = int(chunk_size)
-    elif block < max(MIN_BLOCK, row_bytes):
+    elif block < max(min_block, row_bytes):
         option, need, per = smallest
         have = res.device_budget if res.gpus else res.host_budget
         raise LimitError(
-            f"{option}: {_fmt(have)} is too small to sort blocks of at least {_fmt(MIN_BLOCK)}; "
+            f"{option}: {_fmt(have)} is too small to sort blocks of at least {_fmt(min_block)}; "
             f"the smallest workable total is {_fmt(need)} {per}"
         )
     rows = max(1, block // row_bytes)
@@ -202,10 +201,11 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
 
 
 def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size, gpu_tasks: int):
-    """Blocks large enough that the input makes at most :data:`MAX_RUNS` runs (one merge pass),
-    and small enough that a task's three copies of one fit its share of the memory; else a
-    :class:`LimitError` that names the workable range."""
-    need = -(-n // MAX_RUNS) if n else 1
+    """Blocks large enough that the input makes at most ``dsort.file-sort.max-runs`` runs (one
+    merge pass), and small enough that a task's three copies of one fit its share of the memory;
+    else a :class:`LimitError` that names the workable range."""
+    max_runs = config.get("file-sort.max-runs")
+    need = -(-n // max_runs) if n else 1
     if gpu_tasks:
         room = res.device_budget // 2 // gpu_tasks // 3
     else:
@@ -214,12 +214,12 @@ def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_siz
         if chunk_size:
             raise LimitError(
                 f"--chunk-size {_fmt(chunk_size)} would cut {_fmt(n * row_bytes)} into {-(-n // rows):,} runs; "
-                f"dsort merges at most {MAX_RUNS:,} in one pass: the smallest workable --chunk-size here is "
+                f"dsort merges at most {max_runs:,} in one pass: the smallest workable --chunk-size here is "
                 f"{_fmt(need * row_bytes)}"
             )
         rows = need
     if rows * row_bytes > room and not chunk_size and rows == need:  # an explicit --chunk-size is the user's call
-        what = f"{_fmt(n * row_bytes)} of input in at most {MAX_RUNS:,} runs"
+        what = f"{_fmt(n * row_bytes)} of input in at most {max_runs:,} runs"
         option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
         raise LimitError(
             f"{what} needs blocks of {_fmt(rows * row_bytes)}, and a task holds about three of them: more than "
@@ -227,73 +227,24 @@ def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_siz
             "--threads-per-worker"
         )
     runs = max(1, -(-n // rows))
-    range_rows = max(rows, -(-n // max(1, MAX_SLICES // runs)))  # few runs x ranges: the per-slice costs stay small
+    range_rows = max(rows, -(-n // max(1, config.get("file-sort.max-slices") // runs)))  # few runs x ranges: the per-slice costs stay small
     return rows, max(rows, min(range_rows, room // row_bytes))
 
 
-# -- progress -------------------------------------------------------------------------------------
+# -- computing -------------------------------------------------------------------------------------
 
 
-class Progress:
-    """One line of per-phase bars, redrawn on a terminal, printed once at the end elsewhere."""
-
-    def __init__(self, totals: dict, stream=None, width: int = 12):
-        self.totals, self.done = dict(totals), {p: 0 for p in totals}
-        self.stream, self.width = stream or sys.stdout, width
-        self.t0 = time.perf_counter()
-        self._stop = threading.Event()
-        self._thread = None
-        self.spans: dict = {}  # phase -> [first start, last end]
-
-    def started(self, phase: str) -> None:
-        now = time.perf_counter()
-        span = self.spans.setdefault(phase, [now, now])
-        span[0] = min(span[0], now)
-
-    def finished(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.done[phase] = self.done.get(phase, 0) + 1
-        span = self.spans.setdefault(phase, [now, now])
-        span[1] = max(span[1], now)
-
-    def line(self) -> str:
-        parts = []
-        for p, total in self.totals.items():
-            frac = self.done.get(p, 0) / total if total else 1.0
-            fill = int(self.width * frac)
-            parts.append(f"{p} [{'#' * fill}{'.' * (self.width - fill)}] {int(100 * frac):3d}%")
-        return " ".join(parts) + f"  {time.perf_counter() - self.t0:.1f}s"
-
-    def __enter__(self):
-        if self.stream.isatty():
-
-            def draw():
-                while not self._stop.wait(0.25):
-                    self.stream.write("\r\33[2K" + self.line())
-                    self.stream.flush()
-
-            self._thread = threading.Thread(target=draw, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
-        if exc[0] is None:
-            self.stream.write(("\r\33[2K" if self.stream.isatty() else "") + self.line() + "\n")
-            self.stream.flush()
-        elif self.stream.isatty():
-            self.stream.write("\n")
-        return False
-
-
-def _compute_threads(dsk, keys, threads: int, progress: Progress | None, phase_of):
-    """Compute ``keys`` of ``dsk`` on a pool of ``threads`` threads (dask's threaded scheduler)."""
+def _compute_threads(dsk, keys, threads: int, progress):
+    """Compute ``keys`` of ``dsk`` on a pool of ``threads`` threads (dask's threaded scheduler),
+    feeding ``progress`` (a :class:`dsort.progress.Progress`, or None)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from dask.callbacks import Callback
     from dask.threaded import get
+
+    from .progress import make_phase_of
+
+    phase_of = make_phase_of()
 
     class _Bars(Callback):
         def _pretask(self, key, dsk, state):
@@ -315,7 +266,7 @@ def _compute_threads(dsk, keys, threads: int, progress: Progress | None, phase_o
 def _compute_client(client, dsk, keys, progress: bool):
     from distributed import wait
 
-    from .cluster import progress_bars
+    from .progress import progress_bars
 
     futures = client.get(dsk, keys, sync=False)
     flat = [f for group in futures for f in group]
@@ -340,9 +291,7 @@ def _watch_workers(client, futures) -> list:
     """Watch the cluster while ``futures`` run: when it has had no workers for
     ``dsort.no-workers-timeout`` seconds (all lost, say, with no nanny to restart them), cancel the
     futures (so nothing waits forever) and put the reason in the returned list."""
-    import dask
-
-    limit = float(dask.config.get("dsort.no-workers-timeout", NO_WORKERS_TIMEOUT))
+    limit = config.seconds("no-workers-timeout")
     state: list = []
 
     def watch():
@@ -538,6 +487,7 @@ def _sort_fixed(
     from . import runs as R
     from .io import npy, records
     from .io._blocks import allocate
+    from .progress import Progress
 
     if fmt == "records":
         layout = R.Layout(record_size, key_size)
@@ -575,7 +525,7 @@ def _sort_fixed(
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
     rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size)
     rows_per_block, rows_per_range = _bounded_fan_in(n, layout.row_bytes, rows_per_block, res, chunk_size, gpu_tasks)
-    job_id = uuid.uuid4().hex[:12]
+    job_id = uuid.uuid4().hex  # 32 hex digits, as dask's tokens: key_split drops them from task names
     base = Path(local_directory).absolute() if local_directory else out.parent
     made = [] if base.is_dir() else _make_dirs(base)
     if base != out.parent:
@@ -598,7 +548,7 @@ def _sort_fixed(
     with io.staged(out, overwrite=overwrite) as tmp:
         try:
             out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else allocate(tmp, nbytes) or 0
-            ins = outs = C.Summary()
+            ins = outs = valsort.Summary()
             if n:
                 spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1))
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
@@ -608,7 +558,7 @@ def _sort_fixed(
                 bar = Progress({"run": len(run_keys), "cuts": 1, "merge": len(merge_keys)}, stream) if progress else None
                 if client is None:
                     with bar if bar is not None else _Null():
-                        run_results, merge_results = _compute_threads(dsk, [run_keys, merge_keys], res.threads, bar, F.phase_of)
+                        run_results, merge_results = _compute_threads(dsk, [run_keys, merge_keys], res.threads, bar)
                     if bar is not None:
                         phases.update({p: s[1] - s[0] for p, s in bar.spans.items()})
                 else:
@@ -619,8 +569,8 @@ def _sort_fixed(
                     _add(stages, times)
                 for _, times in merge_results:
                     _add(stages, times)
-                ins = C.combine([s for _, s, _ in run_results])
-                outs = C.combine([s for s, _ in merge_results], descending=descending)
+                ins = valsort.combine([s for _, s, _ in run_results])
+                outs = valsort.combine([s for s, _ in merge_results], descending=descending)
             _check(ins, outs, n, out, stream)
             t_pub = time.perf_counter()
         finally:
@@ -671,7 +621,7 @@ def _add(acc: dict, times: dict) -> None:
         acc[k] = acc.get(k, 0.0) + v
 
 
-def _check(ins: C.Summary, outs: C.Summary, n: int, out, stream) -> None:
+def _check(ins: valsort.Summary, outs: valsort.Summary, n: int, out, stream) -> None:
     print(f"input  {ins.records:>15,} records  checksum {ins.checksum:x}", file=stream)
     print(f"output {outs.records:>15,} records  checksum {outs.checksum:x}", file=stream)
     problems = []
@@ -689,9 +639,6 @@ class _Null:
 
     def __exit__(self, *exc):
         return False
-
-
-PARQUET_IN_MEMORY = 8  # bytes of memory a byte of Parquet may take in the in-memory sort (decoded, pandas, copies)
 
 
 def _sort_parquet(
@@ -713,7 +660,7 @@ def _sort_parquet(
 ):
     """Parquet rows by columns: the dataframe sort (:func:`dsort.dataframe.sort_values`) over row
     groups, on the embedded threads or the cluster: in memory (one part per row group) where
-    ``PARQUET_IN_MEMORY`` times the files fit the memory, else through runs under
+    ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, else through runs under
     ``local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
     import dask
 
@@ -732,7 +679,7 @@ def _sort_parquet(
     else:
         workers = client.scheduler_info()["workers"].values()
         memory = sum(w.get("memory_limit") or _mem_available() for w in workers) or _mem_available()
-    external = sum(Path(f).stat().st_size for f in files) * PARQUET_IN_MEMORY > memory
+    external = sum(Path(f).stat().st_size for f in files) * config.get("file-sort.parquet-memory-factor") > memory
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
         try:
             job = parquet.sort_job(
@@ -749,9 +696,9 @@ def _sort_parquet(
         except InputError as e:  # a damaged row group, found when it is read
             raise InputError(f"{e}; nothing was written at {out}") from None
         if job.records:
-            ins, outs = C.combine(in_parts), C.combine(out_parts)
+            ins, outs = valsort.combine(in_parts), valsort.combine(out_parts)
         else:
-            out_parts, ins, outs = [], C.Summary(), C.Summary()
+            out_parts, ins, outs = [], valsort.Summary(), valsort.Summary()
         _check(ins, outs, job.records, out, stream)
         job.finish(out_parts)
         t_pub = time.perf_counter()

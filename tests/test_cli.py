@@ -144,16 +144,19 @@ def _parquet_input(tmp_path, n=6000):
 
 @pytest.mark.parametrize("through", ["memory", "runs"])
 @pytest.mark.parametrize("by,descending", [(["k"], False), (["name", "f"], True)])
-def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through, monkeypatch):
+def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through):
     """In memory, and through runs on disk (what data bigger than memory takes): the same rows."""
-    from dsort import service
+    import dask
 
-    if through == "runs":
-        monkeypatch.setattr(service, "PARQUET_IN_MEMORY", 1 << 40)
+    from dsort import config  # noqa: F401 (dsort's defaults registered before one is overridden)
+
+    # through runs: as if each byte of the files took a terabyte of memory sorted in memory
+    factor = {"dsort.file-sort.parquet-memory-factor": 1 << 40} if through == "runs" else {}
     src, df = _parquet_input(tmp_path)
     out = tmp_path / "sorted"
     flags = ["--descending"] if descending else []
-    assert dsort("sort", src, out, "--by", ",".join(by), "--scheduler", scheduler, *flags) == 0
+    with dask.config.set(factor):
+        assert dsort("sort", src, out, "--by", ",".join(by), "--scheduler", scheduler, *flags) == 0
     assert ("through runs on disk" in capsys.readouterr().out) == (through == "runs")
     expected = df
     for c in reversed(by):  # a lexicographic stable sort, one column at a time
@@ -625,7 +628,8 @@ def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
     work; the cluster options it becomes are dask-cuda's own."""
     import importlib.util
 
-    from dsort.cluster import UCX_POOL, ucx_options
+    from dsort import config
+    from dsort.cluster import ucx_options
     from dsort.io.errors import InputError
 
     assert ucx_options() == {} and ucx_options("tcp") == {}
@@ -635,7 +639,8 @@ def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
         with pytest.raises(InputError, match="pip install 'dsort\\[ucx\\]'"):
             ucx_options("ucx")
     else:
-        assert ucx_options("ucx") == {"protocol": "ucx", "rmm_pool_size": UCX_POOL, "rmm_allocator_external_lib_list": ["cupy"]}
+        pool = config.get("ucx.rmm-pool-size")
+        assert ucx_options("ucx") == {"protocol": "ucx", "rmm_pool_size": pool, "rmm_allocator_external_lib_list": ["cupy"]}
         assert ucx_options("ucx", "0.1")["rmm_pool_size"] == 0.1 and ucx_options("ucx", "8GB")["rmm_pool_size"] == "8GB"
     with pytest.raises(InputError, match="UCX is for GPU workers"):
         from dsort.cluster import connect
@@ -655,3 +660,34 @@ def test_a_fractional_device_memory_limit_is_a_share_of_the_gpu():
     assert device_limit("auto", 80 * gib) is None and device_limit(None, 80 * gib) is None
     with pytest.raises(ValueError):
         device_limit("banana", 80 * gib)
+
+
+def test_option_parsers_and_check_blocks():
+    """The command line's small parsers (counts, byte sizes, memory limits) and the block size of
+    `dsort check` (--chunk-size, else the dsort.check.block setting), against hand-worked values."""
+    import argparse
+
+    import dask
+
+    from dsort import cli
+    from dsort.service import LimitError, parse_size
+
+    assert [cli._count(t) for t in ("0", "1000000", "1_000_000", "1e6", "2.5e3")] == [0, 10**6, 10**6, 10**6, 2500]
+    for bad in ("-1", "1.5", "ten", "1e-3"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            cli._count(bad)
+    assert cli._bytes("64MiB") == 64 << 20 and cli._bytes("1kB") == 1000 and cli._bytes("100") == 100
+    with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
+        cli._bytes("lots")
+    assert cli._size("0.5") == "0.5" and cli._size("auto") == "auto"
+    with pytest.raises(argparse.ArgumentTypeError):
+        cli._size("-2GB")
+    assert parse_size("0.5", 1000) == 500 and parse_size("2GB") == 2 * 10**9 and parse_size(None) is None
+    assert parse_size(1, 1000) == 1000 and parse_size(4096) == 4096  # 1 is the whole; an int beyond it, bytes
+    for bad in ("0", "0.5", "x", "-2GB", "0GB"):
+        with pytest.raises(LimitError):
+            parse_size(bad)
+    assert cli._rows_per_block(100, 1000) == 10 and cli._rows_per_block(100, 50) == 1
+    assert cli._rows_per_block(8, None) == (64 << 20) // 8 and cli._rows_per_block(0, 10) == 10
+    with dask.config.set({"dsort.check.block": "1KiB"}):
+        assert cli._rows_per_block(100, None) == 10

@@ -1,7 +1,6 @@
-"""dsort.io, dsort.check, dsort.gen and dsort.dataframe without the command line."""
+"""dsort.io and dsort.dataframe without the command line."""
 
 import os
-import zlib
 
 import dask
 import dask.dataframe as dd
@@ -9,81 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dsort import check as C
 from dsort import gen
 from dsort.dataframe import encode_keys, sort_values
 from dsort.io import InputError, check_destination, discover, staged
 from dsort.io._output import MARKER, OutputExists
 from dsort.io import npy as npyio
 from dsort.io import records as recio
-
-
-@pytest.mark.parametrize("width", [1, 2, 3, 10, 99, 100])
-def test_crc32_rows_equals_zlib(rng, width):
-    rows = rng.integers(0, 256, (3000, width), dtype=np.uint8)
-    expected = np.array([zlib.crc32(r.tobytes()) for r in rows], np.uint32)
-    np.testing.assert_array_equal(C.crc32_rows(rows), expected)
-    assert C.crc32_rows(rows[:0]).shape == (0,)
-
-
-def _chunked(x, rng):
-    cuts = np.sort(rng.integers(0, len(x) + 1, 6))
-    return np.split(x, cuts)
-
-
-@pytest.mark.parametrize("descending", [False, True])
-@pytest.mark.parametrize("kind", ["bytes", "float", "int"])
-def test_summaries_combine_like_the_whole(rng, kind, descending):
-    n = 2000
-    if kind == "bytes":
-        keys = rng.integers(0, 3, (n, 2), dtype=np.uint8)
-        order = np.argsort(np.ascontiguousarray(keys).view("S2").ravel(), kind="stable")
-    elif kind == "float":
-        keys = rng.integers(-3, 3, n).astype(np.float64)
-        keys[rng.random(n) < 0.1] = np.nan
-        order = np.argsort(keys, kind="stable")
-    else:
-        keys = rng.integers(-5, 5, n)
-        order = np.argsort(keys, kind="stable")
-    if descending:
-        order = (
-            pd.Series(list(map(bytes, keys)) if kind == "bytes" else keys)
-            .sort_values(ascending=False, kind="stable", na_position="last")
-            .index.to_numpy()
-        )
-    sorted_keys = keys[order]
-    for data, is_sorted in [(sorted_keys, True), (keys, False)]:
-        whole = C.summarize(data, descending=descending)
-        parts = C.combine([C.summarize(c, descending=descending) for c in _chunked(data, rng)], descending=descending)
-        assert (parts.records, parts.checksum, parts.unordered, parts.duplicates, parts.first_unordered) == (
-            whole.records,
-            whole.checksum,
-            whole.unordered,
-            whole.duplicates,
-            whole.first_unordered,
-        )
-        assert whole.sorted == is_sorted
-    # duplicates in a sorted sequence: records minus distinct keys (NaNs are one key)
-    distinct = len(np.unique(sorted_keys, axis=0)) if kind == "bytes" else pd.Series(sorted_keys).nunique(dropna=False)
-    assert C.summarize(sorted_keys, descending=descending).duplicates == n - distinct
-    crc = sum(zlib.crc32(np.ascontiguousarray(k).tobytes()) for k in keys)
-    assert C.summarize(keys).checksum == crc
-
-
-def test_gen_records_layout_and_determinism(tmp_path):
-    a = gen.record_chunk(0, 3000, seed=7)
-    np.testing.assert_array_equal(a[1000:], gen.record_chunk(1000, 2000, seed=7))
-    assert not np.array_equal(a, gen.record_chunk(0, 3000, seed=8))
-    assert bytes(a[123, 10:26]) == b"%016X" % 123
-    assert bytes(a[5, -2:]) == b"\r\n"
-    gen.records(2500, tmp_path / "r.bin", seed=7)
-    np.testing.assert_array_equal(np.fromfile(tmp_path / "r.bin", np.uint8).reshape(-1, 100), a[:2500])
-    skew = gen.record_chunk(0, 5000, seed=1, skew=True)
-    assert np.bincount(skew[:, 0]).max() > 0.3 * len(skew)  # uniform keys: about 1/256
-    gen.npy(1000, tmp_path / "x.npy", dtype="int32", seed=3)
-    x = np.load(tmp_path / "x.npy")
-    assert x.dtype == np.int32 and len(x) == 1000
-    np.testing.assert_array_equal(x, gen.array_chunk(0, 1000, seed=3, dtype="int32"))
 
 
 def test_discover_file_directory_glob(tmp_path):
@@ -416,21 +346,6 @@ def test_sort_values_on_a_dask_dataframe(rng):
     np.testing.assert_array_equal(out.index.to_numpy(), expected.index.to_numpy())
     with pytest.raises(KeyError, match="nope"):
         sort_values(ddf, "nope")
-
-
-@pytest.mark.parametrize("width", [1, 7, 8, 9, 10, 16, 23])
-def test_byte_keys_as_words_order_like_memcmp(rng, width):
-    """The GPU's order check of byte keys (eight bytes at a time) agrees with memcmp."""
-    from dsort import check as C
-
-    a = rng.integers(0, 3, (5000, width), dtype=np.uint8)
-    b = rng.integers(0, 3, (5000, width), dtype=np.uint8)
-    wrong, equal = np.zeros(len(a), bool), np.ones(len(a), bool)
-    for wa, wb in zip(C._words(a), C._words(b)):
-        wrong |= equal & (wb < wa)
-        equal &= wa == wb
-    expected = [(bytes(y) < bytes(x), bytes(x) == bytes(y)) for x, y in zip(a, b)]
-    assert wrong.tolist() == [e[0] for e in expected] and equal.tolist() == [e[1] for e in expected]
 
 
 def test_leftovers_of_a_killed_run_are_removed_and_nothing_else(tmp_path, capsys):

@@ -28,28 +28,31 @@ def read_rows(path: str, offset: int, rows: int, row_shape: tuple, dtype: str):
     return block
 
 
-def file_array(name: str, files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_block: int):
+def file_array(files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_block: int):
     """One dask array over the rows of several files (concatenated), one task per block."""
     from dask.array import Array
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
+    from ..tasks import READ, name, task
+
     dtype = np.dtype(dtype)
     blocks = plan.blocks(lengths, rows_per_block)
-    name = (
-        f"{name}-{tokenize(name, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)}"
-    )
+    token = tokenize(READ, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)
+    layer = name(READ, token)
     row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     tail = (0,) * len(row_shape)
+    keys = [(layer, i, *tail) for i in range(len(blocks))]
     dsk = {
-        (name, i, *tail): (read_rows, str(files[f]), int(data_offsets[f]) + s * row_bytes, n, row_shape, dtype.str)
-        for i, (f, s, n) in enumerate(blocks)
+        k: task(k, read_rows, str(files[f]), int(data_offsets[f]) + s * row_bytes, n, row_shape, dtype.str)
+        for k, (f, s, n) in zip(keys, blocks)
     }
     chunks = (tuple(n for _, _, n in blocks) or (0,), *((d,) for d in row_shape))
     if not blocks:
-        dsk = {(name, 0, *tail): (np.empty, (0, *row_shape), dtype.str)}
-    graph = HighLevelGraph.from_collections(name, dsk, dependencies=())
-    return Array(graph, name, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
+        empty = (layer, 0, *tail)
+        dsk = {empty: task(empty, np.empty, (0, *row_shape), dtype.str)}
+    graph = HighLevelGraph.from_collections(layer, dsk, dependencies=())
+    return Array(graph, layer, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
 
 
 def write_at(path, offset: int, data: np.ndarray) -> None:

@@ -6,12 +6,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from dask.base import tokenize
-from dask.delayed import Delayed, delayed
+from dask.delayed import Delayed
+
+from .. import tasks
 
 
 @dataclass
 class SortJob:
-    """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.check.Summary` (the
+    """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.valsort.Summary` (the
     outputs' tasks write their chunk first). Computing both lists together reads the input once.
     ``finish`` runs on the client after every write (a manifest, say)."""
 
@@ -22,16 +24,13 @@ class SortJob:
     finish: Callable[[list], None] = lambda summaries: None
 
 
-def per_block(prefix: str, fn, blocks, *args, **kwargs) -> list[Delayed]:
-    """``fn(block_i, *args_i...)`` for every block, as tasks named ``(prefix-token, i)`` so the
-    progress bars and the phase times group them by ``prefix``."""
+def per_block(phase: str, fn, blocks, *args) -> list[Delayed]:
+    """``fn(block_i, *args_i...)`` for every block (``Delayed`` partitions), as tasks named
+    ``(phase-token, i)`` (:func:`dsort.tasks.each`)."""
     blocks = list(blocks)
-    name = f"{prefix}-{tokenize(prefix, fn, [b.key for b in blocks], args, kwargs)}"
-    out = []
-    for i, b in enumerate(blocks):
-        extra = [a[i] if isinstance(a, _PerBlock) else a for a in args]
-        out.append(delayed(fn, pure=True)(b, *extra, dask_key_name=(name, i), **kwargs))
-    return out
+    token = tokenize(phase, fn, [b.key for b in blocks], args)
+    rows = [(tasks.ref(b.key), *[a[i] if isinstance(a, _PerBlock) else a for a in args]) for i, b in enumerate(blocks)]
+    return tasks.each(phase, token, fn, rows, dependencies=blocks)
 
 
 class _PerBlock(list):

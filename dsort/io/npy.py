@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import check as C
+from .. import valsort
 from .. import plan
 from ._blocks import allocate, file_array, read_rows
 from .errors import InputError
@@ -56,7 +56,7 @@ def inspect(files) -> tuple[np.dtype, list[int], list[int]]:
 
 def read(files, rows_per_block: int):
     dtype, lens, offsets = inspect(files)
-    return file_array("dsort-read", files, offsets, lens, (), dtype, rows_per_block)
+    return file_array(files, offsets, lens, (), dtype, rows_per_block)
 
 
 def create(path: Path, dtype, n: int) -> int:
@@ -72,16 +72,16 @@ def create(path: Path, dtype, n: int) -> int:
 
 
 def _check_block(path, offset, rows, dtype, descending):
-    return C.summarize(read_rows(path, offset, rows, (), dtype), descending=descending)
+    return valsort.summarize(read_rows(path, offset, rows, (), dtype), descending=descending)
 
 
 def check_tasks(files, *, rows_per_block: int, descending: bool = False):
+    """One task per block of ``files``, each giving the block's :class:`~dsort.valsort.Summary`."""
     from dask.base import tokenize
-    from dask.delayed import delayed
+
+    from .. import tasks
 
     dtype, lens, offsets = inspect(files)
-    name = f"dsort-check-{tokenize([str(f) for f in files], rows_per_block, descending)}"
-    return [
-        delayed(_check_block, pure=True)(str(files[f]), offsets[f] + s * dtype.itemsize, m, dtype.str, descending, dask_key_name=(name, i))
-        for i, (f, s, m) in enumerate(plan.blocks(lens, rows_per_block))
-    ]
+    token = tokenize([str(f) for f in files], rows_per_block, descending)
+    rows = [(str(files[f]), offsets[f] + s * dtype.itemsize, m, dtype.str, descending) for f, s, m in plan.blocks(lens, rows_per_block)]
+    return tasks.each(tasks.CHECK, token, _check_block, rows)

@@ -24,7 +24,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import check as C
+from .. import valsort
+from .. import tasks
 from ._job import SortJob, each, per_block
 from .errors import InputError
 
@@ -104,7 +105,7 @@ def read(files):
 
     parts, lens, schema = row_groups(files)
     meta = frame(schema.empty_table())
-    return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label="dsort-read"), lens, schema
+    return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label=tasks.READ), lens, schema
 
 
 _NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
@@ -130,15 +131,16 @@ def row_hashes(df: pd.DataFrame) -> np.ndarray:
     return pd.util.hash_pandas_object(columns, index=False).to_numpy(np.uint64)
 
 
-def _tally(df) -> C.Summary:
-    return C.Summary(records=len(df), checksum=C.exact_sum(row_hashes(df)), bytes=int(df.memory_usage(index=False, deep=False).sum()))
+def _tally(df) -> valsort.Summary:
+    nbytes = int(df.memory_usage(index=False, deep=False).sum())
+    return valsort.Summary(records=len(df), checksum=valsort.exact_sum(row_hashes(df)), bytes=nbytes)
 
 
-def summarize(df, by, ascending, na_position, widths) -> C.Summary:
+def summarize(df, by, ascending, na_position, widths) -> valsort.Summary:
     from ..dataframe import encode_keys
 
     keys = encode_keys(df, by, ascending, na_position, widths)
-    return C.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
+    return valsort.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
 
 
 def _write(df, path, by, ascending, na_position, widths, schema):
@@ -191,10 +193,10 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
             df, by, ascending=ascending, na_position=na_position, widths=widths, strategy="external", local_directory=local_directory
         )
     else:
-        out = sort_values(df, by, ascending=ascending, na_position=na_position, lengths=lens, widths=widths)
-    job.inputs = per_block("dsort-checksum-input", _tally, parts)
+        out = sort_values(df, by, ascending=ascending, na_position=na_position, widths=widths)
+    job.inputs = per_block(tasks.CHECKSUM_INPUT, _tally, parts)
     job.outputs = per_block(
-        "dsort-write",
+        tasks.WRITE,
         _write,
         out.to_delayed(optimize_graph=False),
         each([str(tmp / p) for p in names]),
@@ -217,10 +219,9 @@ def _check_part(part, by, ascending, na_position, widths):
 
 
 def check_tasks(files, *, by=None, descending: bool = False, na_position: str = "last", order=None):
-    """One task per row group of ``files``, each giving its :class:`~dsort.check.Summary` with the
+    """One task per row group of ``files``, each giving its :class:`~dsort.valsort.Summary` with the
     order by ``by`` (from ``order``, a dsort manifest, unless given)."""
     from dask.base import tokenize
-    from dask.delayed import delayed
 
     from ..dataframe import max_string_widths, string_columns
 
@@ -240,6 +241,6 @@ def check_tasks(files, *, by=None, descending: bool = False, na_position: str = 
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     meta = frame(schema.empty_table())
-    widths = max_string_widths([delayed(read_row_group)(p) for p in parts], string_columns(meta, by))
-    name = f"dsort-check-{tokenize(parts, by, ascending, na_position)}"
-    return [delayed(_check_part, pure=True)(p, by, ascending, na_position, widths, dask_key_name=(name, i)) for i, p in enumerate(parts)]
+    token = tokenize(parts, by, ascending, na_position)
+    widths = max_string_widths(tasks.each(tasks.READ, token, read_row_group, [(p,) for p in parts]), string_columns(meta, by))
+    return tasks.each(tasks.CHECK, token, _check_part, [(p, by, ascending, na_position, widths) for p in parts])

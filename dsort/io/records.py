@@ -8,7 +8,7 @@ import os
 
 import numpy as np
 
-from .. import check as C
+from .. import valsort
 from .. import plan
 from ._blocks import file_array, read_rows
 from .errors import InputError
@@ -37,24 +37,22 @@ def check_sizes(record_size: int, key_size: int) -> None:
 
 def read(files, record_size: int, rows_per_block: int):
     """The records of ``files`` (concatenated) as one dask array ``(n, record_size)`` of uint8."""
-    return file_array("dsort-read", files, [0] * len(files), lengths(files, record_size), (record_size,), np.uint8, rows_per_block)
+    return file_array(files, [0] * len(files), lengths(files, record_size), (record_size,), np.uint8, rows_per_block)
 
 
 def _check_block(path, offset, rows, record_size, key_size, descending):
     block = read_rows(path, offset, rows, (record_size,), "u1")
-    return C.summarize(block[:, :key_size], block, descending=descending)
+    return valsort.summarize(block[:, :key_size], block, descending=descending)
 
 
 def check_tasks(files, *, record_size: int, key_size: int, rows_per_block: int, descending: bool = False):
-    """One task per block of ``files``, each giving the block's :class:`~dsort.check.Summary`."""
-    from dask.delayed import delayed
-
-    check_sizes(record_size, key_size)
+    """One task per block of ``files``, each giving the block's :class:`~dsort.valsort.Summary`."""
     from dask.base import tokenize
 
+    from .. import tasks
+
+    check_sizes(record_size, key_size)
     blocks = plan.blocks(lengths(files, record_size), rows_per_block)
-    name = f"dsort-check-{tokenize([str(f) for f in files], record_size, key_size, rows_per_block, descending)}"
-    return [
-        delayed(_check_block, pure=True)(str(files[f]), s * record_size, m, record_size, key_size, descending, dask_key_name=(name, i))
-        for i, (f, s, m) in enumerate(blocks)
-    ]
+    token = tokenize([str(f) for f in files], record_size, key_size, rows_per_block, descending)
+    rows = [(str(files[f]), s * record_size, m, record_size, key_size, descending) for f, s, m in blocks]
+    return tasks.each(tasks.CHECK, token, _check_block, rows)

@@ -27,15 +27,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .engine.device import from_host, is_device_array, to_host, xp_of
+
 _BLOCK = 1 << 14  # records per pass of the CRC tables: keeps one block's columns in cache
-
-
-def _xp(a):
-    if type(a).__module__.split(".")[0] == "cupy":
-        import cupy
-
-        return cupy
-    return np
 
 
 @functools.lru_cache(maxsize=8)
@@ -63,8 +57,6 @@ def _crc_tables(width: int):
 
 @functools.lru_cache(maxsize=8)
 def _device_tables(width: int, device: int):
-    from .engine.device import from_host
-
     zero, double, last = _crc_tables(width)
     return zero, from_host(double), None if last is None else from_host(last)
 
@@ -74,7 +66,7 @@ def crc32_rows(rows):
 
     Vectorized: about ``width / 2`` table lookups per record, no Python loop over records.
     """
-    xp = _xp(rows)
+    xp = xp_of(rows)
     if rows.ndim != 2 or rows.dtype != np.uint8:
         raise ValueError(f"records must be a 2-D uint8 array, got {rows.dtype} of shape {rows.shape}")
     n, width = rows.shape
@@ -105,7 +97,7 @@ def crc32_rows(rows):
 
 def as_rows(x):
     """Any C-contiguous array as 2-D ``uint8`` rows: one row of bytes per element along axis 0."""
-    xp = _xp(x)
+    xp = xp_of(x)
     x = xp.ascontiguousarray(x)
     n = x.shape[0] if x.ndim else 1
     return x.reshape(n, -1).view(xp.uint8) if x.size else xp.zeros((n, 0), xp.uint8)
@@ -116,7 +108,7 @@ def as_rows(x):
 
 def _pair_order(a, b, descending: bool):
     """For consecutive keys ``a[i], b[i]`` (b follows a): boolean arrays (out of order, equal)."""
-    xp = _xp(a)
+    xp = xp_of(a)
     if a.ndim == 2 and xp is np:  # byte rows: NumPy compares equal-width S items as memcmp
         sa = np.ascontiguousarray(a).view(f"S{a.shape[1]}").reshape(-1)
         sb = np.ascontiguousarray(b).view(f"S{b.shape[1]}").reshape(-1)
@@ -141,7 +133,7 @@ def _words(rows):
     """Byte rows ``(n, w)`` as ``ceil(w / 8)`` uint64 arrays, most significant first, whose
     lexicographic order is the rows' ``memcmp`` order (big-endian words, zero padded). Plain
     element-wise arithmetic: the same on NumPy and CuPy, no gathers."""
-    xp = _xp(rows)
+    xp = xp_of(rows)
     n, w = rows.shape
     padded = xp.zeros((n, -(-w // 8) * 8), dtype=xp.uint8)
     padded[:, :w] = rows
@@ -181,7 +173,7 @@ def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbyt
     ``checksums`` (one uint32/uint64 hash per record) instead of ``rows`` for records that are not
     fixed-width bytes. Returns host values only, whatever device ``keys`` is on.
     """
-    xp = _xp(keys)
+    xp = xp_of(keys)
     n = len(keys)
     if checksums is None:
         rows = as_rows(keys) if rows is None else rows
@@ -200,7 +192,7 @@ def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbyt
 
 def exact_sum(h) -> int:
     """The exact sum of unsigned 32- or 64-bit hashes, as a Python int (no wrap-around)."""
-    xp = _xp(h)
+    xp = xp_of(h)
     if not len(h):
         return 0
     if h.dtype.itemsize <= 4:
@@ -210,8 +202,6 @@ def exact_sum(h) -> int:
 
 
 def _host(a):
-    from .engine.device import is_device_array, to_host
-
     return to_host(a) if is_device_array(a) else np.asarray(a)
 
 

@@ -1,0 +1,72 @@
+"""How dsort builds dask tasks (one way), and the names of its phases.
+
+Every task is a task-spec :class:`Task` (:func:`task`) whose arguments may hold references to other
+tasks (:func:`ref`) at any depth of lists, tuples and dicts. Graphs that no dask collection wraps
+are handed out as ``Delayed`` handles (:func:`each`). This module is the only importer of dask's
+private ``dask._task_spec``; ``pyproject.toml`` bounds dask to the versions it was checked with.
+
+A task's name is ``PHASE-TOKEN`` (keys ``(name, i, ...)``), ``PHASE`` one of the constants below:
+dask's ``key_split`` of a key gives its phase back, which is how the dashboard groups tasks and how
+:mod:`dsort.progress` shows and times the phases.
+"""
+
+from __future__ import annotations
+
+from dask._task_spec import Task, TaskRef, parse_input
+
+# -- phases: task-name prefixes --------------------------------------------------------------------
+# Each word must survive key_split: letters only, and no 8-letter word starting with a-f (dask
+# takes those for a hex token: "dsort-checksum-input" would split to "dsort").
+
+READ = "dsort-read"  # a block of an input file, or a Parquet row group
+ENCODE = "dsort-encode"  # a dataframe partition's sort columns as byte keys
+CHECKSUM_INPUT = "dsort-input-checksums"  # an input partition's count and checksum
+RUN = "dsort-run"  # an input block or chunk sorted and kept as a run (external sorts)
+CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
+SORT = "dsort-sort"  # an input chunk sorted in memory (a part of a run)
+SAMPLE = "dsort-sample"  # a part's regular sample
+BOUNDS = "dsort-bounds"  # windows around every cut, from the samples
+WINDOW = "dsort-window"  # a part's keys inside the windows
+SPLITTERS = "dsort-splitters"  # exact cuts, from the windows
+SLICE = "dsort-slice"  # the piece of a part that one output chunk takes
+MERGE = "dsort-merge"  # an output chunk or range merged from its pieces of every run
+SLICES = "dsort-slices"  # slices of runs read on the worker whose disk holds them, for a merge
+SORTED_KEYS = "dsort-sorted-keys"  # an output chunk's keys
+SORTED_VALUES = "dsort-sorted-values"  # an output chunk's values
+DF_SPLIT = "dsort-df-split"  # a dataframe's order cut into the pieces each partition gives
+DF_GATHER = "dsort-df-gather"  # the rows one output partition takes from one input partition
+DF_ASSEMBLE = "dsort-df-concat"  # an output partition from its gathered rows
+WRITE = "dsort-write"  # an output part written, with its checksum
+CHECK = "dsort-check"  # a block's valsort summary
+
+
+def name(phase: str, token: str) -> str:
+    """The name of ``phase``'s tasks in one graph: ``PHASE-TOKEN``."""
+    return f"{phase}-{token}"
+
+
+def task(key, func, *args) -> Task:
+    """Task ``key``: ``func(*args)``, where ``args`` may hold :func:`ref` references (alone or
+    inside lists, tuples and dicts: those become task-spec containers; a container without
+    references stays plain data)."""
+    return Task(key, func, *map(parse_input, args))
+
+
+def ref(key) -> TaskRef:
+    """A reference to task ``key``: an argument that stands for that task's result."""
+    return TaskRef(key)
+
+
+def each(phase: str, token: str, func, rows, dependencies=()) -> list:
+    """One task per item of ``rows`` (each a tuple of arguments, :func:`ref` allowed): task ``i``
+    is ``func(*rows[i])``, key ``(PHASE-TOKEN, i)``; returned as ``dask.delayed.Delayed``
+    handles, in order, for ``dask.compute`` or a client. ``dependencies``: the dask collections
+    whose tasks the references name."""
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    layer = name(phase, token)
+    keys = [(layer, i) for i in range(len(rows))]
+    dsk = {k: task(k, func, *row) for k, row in zip(keys, rows)}
+    graph = HighLevelGraph.from_collections(layer, dsk, dependencies=list(dependencies))
+    return [Delayed(k, graph, layer=layer) for k in keys]
