@@ -138,3 +138,15 @@ def test_sample_spacing_balances_samples_and_windows():
     assert plan.sample_spacing([0], 1) == 1
     s = plan.sample_spacing([2**26] * 16, 15)
     assert 1000 < s < 2000  # sqrt(2^30 / (2 * 16 * 15))
+
+
+def test_offsets_are_the_exclusive_prefix_sum(rng):
+    for sizes in ([], [0], [5], [3, 0, 4, 0], list(rng.integers(0, 10**12, 50))):
+        expected, total = [], 0
+        for s in sizes:
+            expected.append(total)
+            total += int(s)
+        got = plan.offsets(sizes)
+        assert got.dtype == np.int64 and got.tolist() == expected
+    assert plan.offsets(np.array([True, False, True])).tolist() == [0, 1, 1]
+    assert plan.interior_targets([2, 3, 0, 4]).tolist() == [2, 5, 5] and plan.interior_targets([7]).tolist() == []

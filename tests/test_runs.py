@@ -1,0 +1,93 @@
+"""dsort.runs: the run store (memory and disk tiers, slices read back), layouts, file helpers."""
+
+import os
+import subprocess
+import sys
+import uuid
+
+import numpy as np
+import pytest
+
+from dsort import runs as R
+
+
+def _config(tmp_path, row_bytes, host_budget=0):
+    return R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), row_bytes, host_budget=host_budget)
+
+
+def test_layout_keys_of_records_and_of_numbers(rng):
+    rows = rng.integers(0, 256, (50, 12), dtype=np.uint8)
+    lay = R.Layout(12, 4)
+    keys = lay.keys(rows)
+    assert lay.payload and keys.shape == (50, 4) and keys.flags.c_contiguous
+    np.testing.assert_array_equal(keys, rows[:, :4])
+    x = rng.normal(size=20)
+    num = R.Layout(8, 8, x.dtype.str)
+    as_rows = num.rows_of(x)
+    assert not num.payload and as_rows.shape == (20, 8)
+    np.testing.assert_array_equal(num.keys(as_rows), x)
+
+
+@pytest.mark.parametrize("host_budget", [0, 1 << 20])
+def test_runs_go_to_memory_while_the_budget_lasts_then_disk(tmp_path, rng, host_budget):
+    cfg = _config(tmp_path, 10, host_budget)
+    store = R.RunStore(cfg)
+    blocks = [rng.integers(0, 256, (n, 10), dtype=np.uint8) for n in (0, 1, 500, 70000)]  # the last: 700 kB
+    handles = [store.put(i, b, sample=b[::7, :2].copy()) for i, b in enumerate(blocks)]
+    tiers = [h.tier for h in handles]
+    if host_budget:
+        assert tiers[:3] == ["host"] * 3 and tiers[3] == "host"
+        assert store.put(4, blocks[3]).tier == "disk"  # the budget is spent
+    else:
+        # an empty run fits any budget; the others go to files
+        assert tiers == ["host"] + ["disk"] * 3 and all(os.path.exists(h.path) for h in handles[1:])
+    assert [h.rows for h in handles] == [0, 1, 500, 70000]
+    for h, b in zip(handles, blocks):
+        for lo, hi in [(0, len(b)), (0, 0), (len(b) // 3, len(b) // 2)]:
+            np.testing.assert_array_equal(store.read(h, lo, hi), b[lo:hi])
+    got = store.read_many([(handles[2], 5, 9), (handles[3], 100, 101), (handles[1], 0, 1)])
+    for g, (b, lo, hi) in zip(got, [(blocks[2], 5, 9), (blocks[3], 100, 101), (blocks[1], 0, 1)]):
+        np.testing.assert_array_equal(g, b[lo:hi])
+    store.close()
+    assert not os.path.exists(cfg.directory)
+
+
+def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
+    cfg = _config(tmp_path, 4)
+    assert R.store(cfg) is R.store(cfg)
+    R.store(cfg).put(0, rng.integers(0, 256, (10, 4), dtype=np.uint8))
+    assert os.listdir(cfg.directory)
+    R.finish(cfg, 0, 2)
+    R.finish(cfg, 0, 2)  # the same reader twice counts once
+    assert os.path.exists(cfg.directory)
+    R.finish(cfg, 1, 2)
+    assert not os.path.exists(cfg.directory) and cfg.job not in R._stores
+
+
+def test_leftovers_of_dead_processes_only_are_removed(tmp_path):
+    done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(done.stdout)
+    assert R.alive(os.getpid()) and not R.alive(dead)
+    for name in (f"dsort-runs-{dead}-abc", f"dsort-runs-{os.getpid()}-abc", "dsort-runs-x-abc", "other-1-abc"):
+        (tmp_path / name).mkdir()
+    assert R.remove_leftovers(tmp_path, "dsort-runs") == [str(tmp_path / f"dsort-runs-{dead}-abc")]
+    assert sorted(os.listdir(tmp_path)) == sorted([f"dsort-runs-{os.getpid()}-abc", "dsort-runs-x-abc", "other-1-abc"])
+    assert R.remove_leftovers(tmp_path / "missing", "dsort-runs") == []
+
+
+def test_files_are_read_and_written_whole(tmp_path, rng):
+    rows = rng.integers(0, 256, (300, 7), dtype=np.uint8)
+    path = tmp_path / "f.bin"
+    R.write_file(path, rows)
+    np.testing.assert_array_equal(R.read_file(path, 7 * 10, 20, 7), rows[10:30])
+    fd = os.open(path, os.O_RDWR)
+    try:
+        R.pwrite_all(fd, np.zeros(14, np.uint8), 7)
+        buf = np.empty(21, np.uint8)
+        R.pread_into(fd, buf, 0)
+        R.start_writeback(fd, 0, 21)
+    finally:
+        os.close(fd)
+    assert list(buf[7:21]) == [0] * 14 and list(buf[:7]) == list(rows[0])
+    with pytest.raises(OSError, match="end of file"):
+        R.read_file(path, 7 * 299, 2, 7)
