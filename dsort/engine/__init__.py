@@ -24,13 +24,14 @@ from pathlib import Path
 import numpy as np
 
 from . import numpy_engine
+from .device import is_device_array
 
 
 def get(array):
     """The engine for ``array``'s type: NumPy arrays → NumPy engine, CuPy arrays → CuPy engine."""
     if isinstance(array, np.ndarray):
         return numpy_engine
-    if type(array).__module__.split(".")[0] == "cupy":
+    if is_device_array(array):
         from . import cupy_engine
 
         return cupy_engine
