@@ -1,0 +1,67 @@
+"""dsort.service without running a sort: block and range sizes from the limits and settings, the
+limits' parser, the report's lines (sorts themselves: tests/test_cli.py, tests/test_filesort.py)."""
+
+from pathlib import Path
+
+import dask
+import pytest
+
+from dsort import service, valsort
+from dsort.service import LimitError, Resources
+
+GIB, MIB = 1 << 30, 1 << 20
+
+
+def test_cpu_blocks_are_capped_and_half_the_memory_holds_runs():
+    res = Resources(threads=4, host_budget=4 * GIB)
+    assert service.sizes(res, 100, None) == (16 * MIB // 100, 16 * MIB // 100, 2 * GIB, 0, 0)
+    assert service.sizes(res, 100, 1000)[:2] == (10, 10)  # --chunk-size is the user's call
+    with dask.config.set({"dsort.file-sort.cpu-block": "1MiB"}):
+        assert service.sizes(res, 100, None)[0] == MIB // 100
+
+
+def test_a_memory_limit_too_small_for_one_block_names_the_smallest_workable():
+    res = Resources(threads=4, host_budget=10 * MIB)
+    with pytest.raises(LimitError, match=r"--memory-limit: 10.00 MiB is too small .* smallest workable total is 24.00 MiB in all for 4"):
+        service.sizes(res, 100, None)
+
+
+def test_blocks_grow_to_merge_in_one_pass():
+    res = Resources(threads=4, host_budget=4 * GIB)
+    n = 10**6
+    need = -(-n // 1024)  # dsort.file-sort.max-runs
+    # ranges: at most max-slices (65536) run x range pairs: 1024 runs, 64 ranges
+    assert service._bounded_fan_in(n, 100, 100, res, None, 0) == (need, -(-n // 64))
+    assert service._bounded_fan_in(n, 100, 5000, res, None, 0)[0] == 5000
+    with pytest.raises(LimitError, match=f"into 10,000 runs; .* smallest workable --chunk-size here is {need * 100 / 1024:.2f} kiB"):
+        service._bounded_fan_in(n, 100, 100, res, 10_000, 0)
+    with dask.config.set({"dsort.file-sort.max-runs": 10}):
+        assert service._bounded_fan_in(n, 100, 100, res, None, 0)[0] == n // 10
+
+
+def test_the_report_says_where_the_time_went():
+    s = valsort.Summary(records=1000, checksum=0xABC, duplicates=7)
+    r = service.SortReport(
+        "in",
+        Path("out"),
+        "records",
+        1000,
+        100_000,
+        2.0,
+        s,
+        s,
+        "4 threads",
+        None,
+        {"run": 1.5, "merge": 0.5},
+        {"sort": 3.0, "read": 1.0},
+        {"disk": 2},
+    )
+    lines = service.format_report(r).splitlines()
+    assert lines[0] == "sorted 1,000 records (97.66 kiB), duplicate keys 7"
+    assert lines[1] == "wall time 2.00 s, throughput 48.83 kiB/s (500 records/s)"
+    assert lines[2:] == [
+        "phases (wall): run 1.50 s, merge 0.50 s",
+        "stages (busy, all threads): sort 3.00 s (75%), read 1.00 s (25%)",
+        "runs: 2 on disk",
+    ]
+    assert r.throughput == 50_000.0
