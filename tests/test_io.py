@@ -2,14 +2,10 @@
 
 import os
 
-import dask
-import dask.dataframe as dd
 import numpy as np
-import pandas as pd
 import pytest
 
 from dsort import gen
-from dsort.dataframe import encode_keys, sort_values
 from dsort.io import InputError, check_destination, discover, staged
 from dsort.io._output import MARKER, OutputExists
 from dsort.io import npy as npyio
@@ -209,143 +205,6 @@ def test_staged_output_is_all_or_nothing(tmp_path):
     with staged(d, directory=True) as tmp:
         (tmp / "part").write_bytes(b"x")
     assert (d / "part").read_bytes() == b"x"
-
-
-def _frame(rng, n):
-    df = pd.DataFrame(
-        {
-            "i": rng.integers(-3, 3, n),
-            "u": rng.integers(0, 3, n).astype(np.uint16),
-            "f": rng.choice([-1.5, -0.0, 0.0, 2.0, np.inf, np.nan], n),
-            "s": rng.choice(["", "a", "ab", "b", "é", None], n),
-            "t": pd.to_datetime(rng.integers(0, 3, n), unit="D"),
-            "b": rng.random(n) < 0.5,
-            "n": pd.array(rng.integers(0, 3, n), dtype="Int64"),
-            "row": np.arange(n),
-        }
-    )
-    df.loc[rng.random(n) < 0.1, "t"] = pd.NaT
-    df.loc[rng.random(n) < 0.1, "n"] = pd.NA
-    return df
-
-
-@pytest.mark.parametrize(
-    "by,ascending",
-    [
-        (["i"], True),
-        (["f"], False),
-        (["s"], True),
-        (["t", "i"], [False, True]),
-        (["n", "s", "f"], [True, False, False]),
-        (["b", "u"], False),
-    ],
-)
-@pytest.mark.parametrize("na_position", ["last", "first"])
-@pytest.mark.parametrize("backend", ["numpy", "pyarrow"])
-def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position, backend):
-    """Also Arrow-backed columns (``pd.ArrowDtype``, as dsort reads Parquet), against pandas'
-    order of the NumPy-backed frame."""
-    df = _frame(rng, 3000)
-    keys = encode_keys(df if backend == "numpy" else df.convert_dtypes(dtype_backend="pyarrow"), by, ascending, na_position)
-    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
-    np.testing.assert_array_equal(df["row"].to_numpy()[order], _reference(df, by, ascending, na_position)["row"].to_numpy())
-
-
-@pytest.mark.parametrize("ascending", [True, False])
-def test_strings_with_trailing_nuls_sort_after_their_prefix(ascending):
-    df = pd.DataFrame({"s": ["a\x00", "a", "a\x00b", "a", "", "\x00"]})
-    keys = encode_keys(df, ["s"], ascending)
-    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
-    np.testing.assert_array_equal(order, df.sort_values("s", ascending=ascending, kind="stable").index.to_numpy())
-
-
-def _reference(df, by, ascending, na_position="last"):
-    """Stable single-column sorts, last column first: a lexicographic stable sort. (pandas'
-    own multi-column sort ties NaN with numbers in later columns under na_position="first")."""
-    ascending = [ascending] * len(by) if isinstance(ascending, bool) else ascending
-    for c, a in reversed(list(zip(by, ascending))):
-        df = df.sort_values(c, ascending=a, na_position=na_position, kind="stable")
-    return df
-
-
-@pytest.mark.parametrize("strategy", ["auto", "external"])
-@pytest.mark.parametrize("keep", ["middle", "leading", "trailing", "none", "one"])
-def test_sort_values_with_empty_partitions(rng, strategy, keep, tmp_path):
-    """A filtered frame has empty partitions anywhere: the result has as many partitions, rows
-    equal pandas', nothing raised (the in-memory sort used to fail on them, or drop them)."""
-    df = _frame(rng, 400)
-    kept = {"middle": [0, 3, 5], "leading": [2, 3], "trailing": [0, 1], "none": [], "one": [4]}[keep]
-    ddf = dd.from_pandas(df, npartitions=6, sort=False)
-    ddf = ddf.map_partitions(lambda part, partition_info=None: part if partition_info["number"] in kept else part.iloc[:0], meta=ddf._meta)
-    out = sort_values(ddf, ["s", "f"], ascending=[True, False], strategy=strategy, local_directory=tmp_path)
-    assert out.npartitions == 6
-    got = out.compute(scheduler="sync")
-    expected = _reference(ddf.compute(scheduler="sync"), ["s", "f"], [True, False])
-    np.testing.assert_array_equal(got["row"].to_numpy(), expected["row"].to_numpy())
-    if strategy == "auto":  # the input's partition lengths
-        assert list(out.map_partitions(len).compute(scheduler="sync")) == list(ddf.map_partitions(len).compute(scheduler="sync"))
-
-
-def test_sort_values_is_called_as_in_pandas(rng, tmp_path):
-    """Options after ``by`` are keywords (in dask the third positional argument is npartitions);
-    NumPy's bools and integer column labels work; ``dsort.dataframe`` is there after ``import
-    dsort``; ``npartitions`` with the external sort, balanced."""
-    import dsort
-
-    df = pd.DataFrame({0: rng.integers(0, 9, 300), "v": np.arange(300)})
-    ddf = dd.from_pandas(df, npartitions=3, sort=False)
-    with pytest.raises(TypeError):
-        dsort.dataframe.sort_values(ddf, 0, False)
-    got = dsort.dataframe.sort_values(ddf, 0, ascending=np.False_).compute(scheduler="sync")
-    pd.testing.assert_frame_equal(got, df.sort_values(0, ascending=False, kind="stable"))
-    out = dsort.dataframe.sort_values(ddf, [0], ascending=[np.True_], strategy="external", npartitions=7, local_directory=tmp_path)
-    assert out.npartitions == 7
-    parts = [len(p) for p in dask.compute(*out.to_delayed(), scheduler="sync")]
-    assert sum(parts) == 300 and max(parts) - min(parts) <= 1
-    with pytest.raises(ValueError, match="npartitions"):
-        dsort.dataframe.sort_values(ddf, 0, npartitions=7)
-
-
-@pytest.mark.parametrize("strategy", ["auto", "external"])
-@pytest.mark.parametrize("ordered", [False, True])
-def test_categorical_keys_sort_in_category_order(rng, strategy, ordered, tmp_path):
-    """As pandas: by the categories' order (not the values'), ordered or not, missing values as
-    na_position says; boolean categories too (they used to sort as booleans)."""
-    n = 600
-    cats = ["zebra", "apple", "mango", "kiwi"]  # not in lexical order
-    df = pd.DataFrame(
-        {
-            "c": pd.Categorical(rng.choice(cats + [None], n), categories=cats, ordered=ordered),
-            "b": pd.Categorical(rng.choice([True, False], n), categories=[True, False]),
-            "row": np.arange(n),
-        }
-    )
-    ddf = dd.from_pandas(df, npartitions=4, sort=False)
-    cases = ((["c"], [True], "last"), (["c", "row"], [False, True], "first"), (["b", "row"], [True, False], "last"))
-    for by, ascending, na_position in cases:
-        got = sort_values(ddf, by, ascending=ascending, na_position=na_position, strategy=strategy, local_directory=tmp_path)
-        expected = _reference(df, by, ascending, na_position)
-        np.testing.assert_array_equal(got.compute(scheduler="sync")["row"].to_numpy(), expected["row"].to_numpy())
-
-
-def test_categorical_keys_need_known_categories(rng):
-    df = pd.DataFrame({"c": pd.Categorical(rng.choice(["a", "b"], 20)), "v": np.arange(20)})
-    ddf = dd.from_pandas(df, npartitions=2).astype({"c": "category"})
-    unknown = ddf.assign(c=ddf.c.cat.as_unknown())
-    with pytest.raises(ValueError, match="categories are not known"):
-        sort_values(unknown, "c")
-
-
-def test_sort_values_on_a_dask_dataframe(rng):
-    df = _frame(rng, 5000)
-    ddf = dd.from_pandas(df, npartitions=5, sort=False)
-    with dask.config.set(scheduler="sync"):
-        out = sort_values(ddf, ["s", "f"], ascending=[True, False]).compute()
-    expected = _reference(df, ["s", "f"], [True, False])
-    np.testing.assert_array_equal(out["row"].to_numpy(), expected["row"].to_numpy())
-    np.testing.assert_array_equal(out.index.to_numpy(), expected.index.to_numpy())
-    with pytest.raises(KeyError, match="nope"):
-        sort_values(ddf, "nope")
 
 
 def test_leftovers_of_a_killed_run_are_removed_and_nothing_else(tmp_path, capsys):
