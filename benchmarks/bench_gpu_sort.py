@@ -17,7 +17,7 @@ import cupy
 import numpy as np
 from _common import print_table, write_json
 
-from dsort.engine import _cuda
+from dsort.engine import _cuda, _kernels, _tuning
 from dsort.engine import cupy_engine as e
 
 
@@ -52,11 +52,8 @@ def random_keys(n, dtype):
 
 def phases(fn, args):
     """Per-phase milliseconds of one engine call (blocksort, each merge pass)."""
-    e._TRACE = []
-    fn(*args)
-    cupy.cuda.Device().synchronize()
-    out = [(label, cupy.cuda.get_elapsed_time(a, b)) for label, a, b in e._TRACE]
-    e._TRACE = None
+    with _cuda.traced() as out:
+        fn(*args)
     return out
 
 
@@ -66,18 +63,24 @@ SWEEP = {
 }
 
 
+def _set_policy(table, entries):
+    """Change this device's policy table and forget the plans built from it."""
+    table.update(entries)
+    _kernels.fitted.cache_clear()
+    _kernels.sort_plan.cache_clear()
+
+
 def sweep(n, repeat):
-    """Time sort (and argsort for 4-byte keys) under each tuning of SWEEP; prints a table."""
-    saved = dict(_cuda.TUNING)
+    """Time sort (and argsort for 4-byte keys) under each tuning of SWEEP, as this device's
+    policy; prints a table."""
+    table = _tuning.POLICIES[_tuning.policy_arch(_cuda.target().arch)]
+    saved = dict(table)
     rows = []
     for key_bytes, variants in SWEEP.items():
         dtype = "uint32" if key_bytes == 4 else "int64"
         setup = lambda dtype=dtype: (random_keys(n, dtype),)  # noqa: E731
         for v in variants:
-            for k in [k for k in _cuda.TUNING if isinstance(k, tuple) and k[0] == key_bytes]:
-                del _cuda.TUNING[k]
-            _cuda.TUNING[key_bytes] = v
-            _cuda.tuning.cache_clear()
+            _set_policy(table, {(kb, vb): _tuning.Tuning(*v) for kb, vb in saved if kb == key_bytes})
             t = gpu_time(e.sort, setup, repeat, warmup=1)
             ta = gpu_time(e.argsort, setup, repeat, warmup=1) if key_bytes == 4 else float("nan")
             ph = [p for p in phases(e.sort, setup()) if p[0] != "check"]
@@ -94,9 +97,7 @@ def sweep(n, repeat):
                 }
             )
             print(rows[-1], flush=True)
-    _cuda.TUNING.clear()
-    _cuda.TUNING.update(saved)
-    _cuda.tuning.cache_clear()
+    _set_policy(table, saved)
     print_table(rows, list(rows[0]))
     return rows
 
@@ -228,7 +229,7 @@ def main(argv=None):
         t_peer = float("nan")
     row("argsort 10-byte keys", "rows10", t, t_peer, "cupy.lexsort(2 uint64 cols)", ">=1x")
 
-    tune = {f"{k}+{v}": _cuda.tuning(k, v) for k in (4, 8, 16) for v in (0, 4, 8)}
+    tune = {f"{k}+{v}": (t.nt_blocksort, t.nt_merge, t.vt) for (k, v), t in _kernels.tunings(_cuda.target()).items()}
     write_json(args.json, rows, benchmark="gpu_sort", device=dev, cupy=cupy.__version__, tuning=tune, sweep=sweep_rows, **notes)
     print(f"\ndevice: {dev}; cupy {cupy.__version__}; copy {copy_bw / 1e12:.2f} TB/s; tuning (NT blocksort, NT merge, VT): {tune}")
     print_table(rows, list(rows[0]))

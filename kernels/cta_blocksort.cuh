@@ -11,11 +11,6 @@
 
 namespace dsort {
 
-template <class K, int TILE, int MODE>
-__host__ __device__ constexpr int blocksort_smem() {
-    return align16(TILE * int(sizeof(K))) + (MODE != kNoValues ? TILE * int(sizeof(int)) : 0);
-}
-
 // Stable sort of the first `valid` of VT register keys; the rest never move.
 template <class Ord, int VT, bool WithPos, class K>
 __device__ __forceinline__ void oddeven_sort(K (&x)[VT], int (&pos)[VT], int valid) {
@@ -39,7 +34,7 @@ __device__ __forceinline__ void oddeven_sort(K (&x)[VT], int (&pos)[VT], int val
 
 // Sort keys_in[0, count) (count <= NT * VT) into keys_out; values likewise (MODE), written as
 // VO. base is the tile's position in the whole input (for kIota values).
-template <class Ord, int NT, int VT, int MODE, class V, class VO = V>
+template <class Ord, int NT, int VT, ValueMode MODE, class V, class VO = V>
 __device__ __forceinline__ void cta_blocksort(const typename Ord::key_type* __restrict__ keys_in,
                                               const V* __restrict__ vals_in,
                                               typename Ord::key_type* __restrict__ keys_out,

@@ -7,20 +7,18 @@
 
 namespace dsort {
 
-// How values travel with the keys.
+// How values travel with the keys. The host names the modes by these enumerators
+// (dsort/engine/_kernels.py, Mode), so their numbers live here only.
 enum ValueMode : int {
     kNoValues = 0,  // keys only
     kCarry = 1,     // values read from memory, moved by the merge indices
     kIota = 2,      // values are the source positions of the keys, generated, never read
 };
 
+// Shared memory of a tile (merge_tile, cta_blocksort): its keys from offset 0, then, from the next
+// 16-byte boundary, what rides with them. The host sizes it from the same layout, in one place
+// (dsort/engine/_kernels.py: merge_smem, blocksort_smem).
 __host__ __device__ constexpr int align16(int bytes) { return (bytes + 15) & ~15; }
-
-// Shared memory of merge_tile: the tile's keys, then its values.
-template <class K, class V, int TILE, int MODE>
-__host__ __device__ constexpr int merge_tile_smem() {
-    return align16(TILE * int(sizeof(K))) + (MODE != kNoValues ? TILE * int(sizeof(V)) : 0);
-}
 
 // Merge s[a, a_end) and s[b, b_end) (two adjacent sorted ranges in shared memory) into VT keys
 // in registers, with the shared-memory index each came from. Ties take a first (stable).
@@ -88,7 +86,7 @@ __device__ __forceinline__ void regs_to_shared(const T (&x)[VT], T* s, int count
 // already cut by a Merge Path partition) into out[0, na + nb). a_pos / b_pos are the source
 // positions of a[0] / b[0], the values written in kIota mode. Values are written as VO (a wider
 // type on the last pass of an argsort). All NT threads must call this.
-template <class Ord, int NT, int VT, int MODE, class V, class VO = V>
+template <class Ord, int NT, int VT, ValueMode MODE, class V, class VO = V>
 __device__ __forceinline__ void merge_tile(const typename Ord::key_type* __restrict__ a,
                                            const V* __restrict__ va, int na,
                                            const typename Ord::key_type* __restrict__ b,

@@ -8,7 +8,7 @@ namespace dsort {
 
 // out[0, na + nb) = stable merge of a and b (ties from a first). parts[t] is the co-rank of
 // output position t * TILE (t = 0 .. tiles). kIota values are positions in concatenate([a, b]).
-template <class Ord, int NT, int VT, int MODE, class V>
+template <class Ord, int NT, int VT, ValueMode MODE, class V>
 __global__ void __launch_bounds__(NT) k_merge_pair(const typename Ord::key_type* __restrict__ a,
                                                    const V* __restrict__ va, long long na,
                                                    const typename Ord::key_type* __restrict__ b,

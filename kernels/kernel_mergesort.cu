@@ -1,5 +1,5 @@
 // Mergesort kernels: blocksort of every tile, then global passes that merge pairs of sorted
-// runs. The host driver (dsort/engine/cupy_engine.py) launches, per pass, k_partition_runs
+// runs. The host driver (dsort/engine/_mergesort.py) launches, per pass, k_partition_runs
 // (kernel_search.cu) and k_merge_runs, ping-ponging between two buffers.
 #pragma once
 
@@ -8,7 +8,7 @@
 namespace dsort {
 
 // One CTA per tile of NT * VT keys: keys_out[tile] = the tile sorted (values likewise, as VO).
-template <class Ord, int NT, int VT, int MODE, class V, class VO = V>
+template <class Ord, int NT, int VT, ValueMode MODE, class V, class VO = V>
 __global__ void __launch_bounds__(NT) k_blocksort(const typename Ord::key_type* __restrict__ keys_in,
                                                   const V* __restrict__ vals_in,
                                                   typename Ord::key_type* __restrict__ keys_out,
@@ -27,7 +27,7 @@ __global__ void __launch_bounds__(NT) k_blocksort(const typename Ord::key_type* 
 // keys_in where its A range starts (k_partition_runs). TILE divides 2 * run, so a tile never
 // straddles two pairs. MODE is kNoValues or kCarry; values are written as VO (wider on the last
 // pass of an argsort, which then needs no conversion pass of its own).
-template <class Ord, int NT, int VT, int MODE, class V, class VO = V>
+template <class Ord, int NT, int VT, ValueMode MODE, class V, class VO = V>
 __global__ void __launch_bounds__(NT) k_merge_runs(const typename Ord::key_type* __restrict__ keys_in,
                                                    const V* __restrict__ vals_in,
                                                    typename Ord::key_type* __restrict__ keys_out,

@@ -43,36 +43,35 @@ __global__ void k_searchsorted(const typename Ord::key_type* __restrict__ s, lon
     out[i] = rank_of<Ord, Right>(s, n, probes[i]);
 }
 
-constexpr int kCheckThreads = 256, kCheckItems = 8;  // tile of k_check_sorted: 2048 keys
-
 // The sortedness check, one read of the keys (fused with a copy, when copy is not null, so that
-// a sorted input's sort costs that one pass). A persistent grid walks tiles of 2048 keys:
+// a sorted input's sort costs that one pass). A persistent grid of NT-thread CTAs walks tiles of
+// NT * VT keys (NT and VT from the host's plan: dsort/engine/_kernels.py):
 //   flags[0] = 1 if some neighbour pair is out of order (not sorted);
 //   flags[1] = 1 if some neighbour pair is not strictly descending in the order (so reversing
 //   the input is not its stable sort).
 // Once both flags are set the copy is not needed and the CTAs stop, so on unsorted input the
 // check costs about one tile per CTA.
-template <class Ord>
-__global__ void __launch_bounds__(kCheckThreads) k_check_sorted(const typename Ord::key_type* __restrict__ keys,
-                                                                long long n, int* flags,
-                                                                typename Ord::key_type* __restrict__ copy) {
+template <class Ord, int NT, int VT>
+__global__ void __launch_bounds__(NT) k_check_sorted(const typename Ord::key_type* __restrict__ keys,
+                                                     long long n, int* flags,
+                                                     typename Ord::key_type* __restrict__ copy) {
     using K = typename Ord::key_type;
-    constexpr int TILE = kCheckThreads * kCheckItems;
+    constexpr int TILE = NT * VT;
     const long long tiles = (n + TILE - 1) / TILE;
     for (long long t = blockIdx.x; t < tiles; t += gridDim.x) {
         if (answer_known(flags)) return;
         const long long base = t * TILE + threadIdx.x;
-        K x[kCheckItems], y[kCheckItems];
+        K x[VT], y[VT];
 #pragma unroll
-        for (int i = 0; i < kCheckItems; ++i) {  // clamped, not branched: all loads in flight at once
-            const long long j = min(base + i * kCheckThreads, n - 1);
+        for (int i = 0; i < VT; ++i) {  // clamped, not branched: all loads in flight at once
+            const long long j = min(base + i * NT, n - 1);
             x[i] = keys[j];
             y[i] = keys[min(j + 1, n - 1)];  // the neighbour: the next thread's x
         }
         bool unsorted = false, not_reversed = false;
 #pragma unroll
-        for (int i = 0; i < kCheckItems; ++i) {
-            const long long j = base + i * kCheckThreads;
+        for (int i = 0; i < VT; ++i) {
+            const long long j = base + i * NT;
             if (j + 1 < n) {
                 const bool down = Ord::less(y[i], x[i]);
                 unsorted |= down;

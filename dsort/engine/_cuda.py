@@ -1,13 +1,15 @@
-"""Loading dsort's CUDA kernels through CuPy: compile once per process, launch, tune.
+"""Loading dsort's CUDA kernels through CuPy: compile once per process, launch.
 
 Kernels are C++ templates in ``kernels/`` (see its README), compiled by NVRTC with
-``cupy.RawModule`` and instantiated by name. A module is built the first time a (source, set of
-instantiations) is asked for and cached for the process; CuPy also caches the binary on disk,
-keyed by the code string, which therefore carries a digest of every kernel source.
+``cupy.RawModule`` and instantiated by name; which instantiations, and how each is launched, the
+kernel plans say (:mod:`dsort.engine._kernels`). A module is built the first time it is asked for
+and cached for the process; CuPy also caches the binary on disk, keyed by the code string, which
+therefore carries a digest of every kernel source.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import os
@@ -18,9 +20,9 @@ import cupy
 import numpy as np
 
 from . import kernel_dir
+from ._kernels import Kernel, Module, Target
 
 NULL = np.uint64(0)  # a null pointer argument (no values)
-SEARCH_THREADS = 256  # one thread per query in the search kernels
 
 
 @functools.cache
@@ -42,95 +44,112 @@ def _lock_of(key) -> threading.Lock:
 
 
 @functools.cache
-def _module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
-    code = f"// dsort kernels {_digest()}\n" + "".join(f'#include "{s}"\n' for s in sources)
-    return cupy.RawModule(code=code, options=("-std=c++17", f"-I{kernel_dir()}"), name_expressions=list(names))
+def _module(m: Module) -> cupy.RawModule:
+    code = f"// dsort kernels {_digest()}\n" + "".join(f'#include "{s}"\n' for s in m.sources)
+    return cupy.RawModule(code=code, options=("-std=c++17", f"-I{kernel_dir()}"), name_expressions=list(m.names))
 
 
-def module(sources: tuple[str, ...], names: tuple[str, ...]) -> cupy.RawModule:
-    """The module of ``names`` built from ``sources``, built once: threads that need the same module
-    wait for one build; threads that need different ones build them at once (NVRTC releases the
-    GIL), which is what a first use on a fresh machine spends its time on."""
-    with _lock_of((sources, names)):
-        return _module(sources, names)
+def module(m: Module) -> cupy.RawModule:
+    """The module ``m`` built, once: threads that need the same module wait for one build; threads
+    that need different ones build them at once (NVRTC releases the GIL), which is what a first use
+    on a fresh machine spends its time on."""
+    with _lock_of(m):
+        return _module(m)
 
 
 @functools.cache
-def _function(sources, names, name, device: int):
-    return module(sources, names).get_function(name)
+def _function(m: Module, name: str, device: int):
+    return module(m).get_function(name)
 
 
-def function(sources: tuple[str, ...], names: tuple[str, ...], name: str):
-    """One kernel of a module on the current device, cached (so its shared-memory opt-in below
-    is set once per device)."""
-    return _function(sources, names, name, cupy.cuda.Device().id)
+def function(kernel: Kernel):
+    """The kernel's function on the current device, cached (so its shared-memory opt-in below is
+    set once per device)."""
+    return _function(kernel.module, kernel.name, cupy.cuda.Device().id)
 
 
-def launch(kern, grid: int, block: int, args, smem: int = 0) -> None:
-    """Launch ``kern`` on ``grid`` CTAs of ``block`` threads (nothing when grid is 0). Dynamic
-    shared memory above 48 KiB needs the kernel's opt-in, read from the driver before every such
-    launch (one cheap call) rather than remembered, so no cache of ours can ever skip it."""
+def launch(kernel: Kernel, grid: int, args) -> None:
+    """Launch ``kernel`` on ``grid`` CTAs of its threads with its shared memory (nothing when grid
+    is 0). Dynamic shared memory above 48 KiB needs the kernel's opt-in, read from the driver
+    before every such launch (one cheap call) rather than remembered, so no cache of ours can ever
+    skip it."""
     if grid <= 0:
         return
+    kern, smem = function(kernel), kernel.smem
     if smem > 48 * 1024 and kern.max_dynamic_shared_size_bytes < smem:
         with _build_lock:  # threads launching one kernel: raise it once, before any of them launches
             if kern.max_dynamic_shared_size_bytes < smem:
                 kern.max_dynamic_shared_size_bytes = smem
-    kern((int(grid),), (int(block),), args, shared_mem=int(smem))
-
-
-def search_grid(count: int) -> int:
-    return -(-count // SEARCH_THREADS)
+    kern((int(grid),), (kernel.threads,), args, shared_mem=smem)
 
 
 @functools.cache
-def smem_limit() -> int:
-    """The most dynamic shared memory one CTA may have on the current device."""
-    attrs = cupy.cuda.Device().attributes
-    return int(attrs.get("MaxSharedMemoryPerBlockOptin", attrs.get("MaxSharedMemoryPerBlock", 48 * 1024)))
+def _target(device: int) -> Target:
+    d = cupy.cuda.Device(device)
+    attrs = d.attributes
+    smem = int(attrs.get("MaxSharedMemoryPerBlockOptin", attrs.get("MaxSharedMemoryPerBlock", 48 * 1024)))
+    return Target(int(d.compute_capability), smem)
+
+
+def target() -> Target:
+    """The current device as the kernel plans see it (compute capability, shared memory per CTA)."""
+    return _target(cupy.cuda.Device().id)
 
 
 @functools.cache
+def _sm_count(device: int) -> int:
+    return int(cupy.cuda.Device(device).attributes["MultiProcessorCount"])
+
+
 def sm_count() -> int:
-    return int(cupy.cuda.Device().attributes["MultiProcessorCount"])
+    """SMs of the current device (the persistent grids' size)."""
+    return _sm_count(cupy.cuda.Device().id)
 
 
-def align16(n: int) -> int:
-    return (n + 15) & ~15
+# Measurement hook (benchmarks): inside traced(), every phase(label) block records CUDA events.
+_TRACE: list | None = None
 
 
-# Tuning per key size: (NT of blocksort, NT of merge, VT), measured on the H100 with
-# benchmarks/bench_gpu_sort.py --sweep. VT odd: the thread-major transposes through shared memory
-# are then free of bank conflicts. The blocksort tile is a multiple of the merge tile, so a merge
-# tile never straddles two pairs of runs; a larger blocksort tile saves global passes.
-# An entry keyed (key bytes, value bytes) overrides the one keyed by key bytes alone.
-TUNING = {4: (512, 256, 21), 8: (512, 256, 17), 16: (256, 128, 17)}
+class phase:
+    """``with phase(label):`` times the GPU work the block enqueues, when traced() is on; costs one
+    test when it is off."""
+
+    __slots__ = ("label", "start")
+
+    def __init__(self, label: str):
+        self.label = label
+
+    def __enter__(self):
+        self.start = None
+        if _TRACE is not None:
+            self.start = cupy.cuda.Event()
+            self.start.record()
+
+    def __exit__(self, *exc):
+        if self.start is not None:
+            end = cupy.cuda.Event()
+            end.record()
+            _TRACE.append((self.label, self.start, end))
 
 
-@functools.cache
-def tuning(key_bytes: int, value_bytes: int) -> tuple[int, int, int]:
-    """(NT of blocksort, NT of merge, VT), shrunk until the shared memory fits this device."""
-    nt_b, nt_m, vt = TUNING.get((key_bytes, value_bytes)) or TUNING[key_bytes]
-    limit = smem_limit()
-
-    def blocksort_smem(nt):
-        return align16(nt * vt * key_bytes) + (nt * vt * 4 if value_bytes else 0)
-
-    def merge_smem(nt):
-        return align16(nt * vt * key_bytes) + nt * vt * value_bytes
-
-    while merge_smem(nt_m) > limit and nt_m > 32:
-        nt_m //= 2
-        nt_b = min(nt_b, nt_m)
-    while blocksort_smem(nt_b) > limit and nt_b > nt_m:
-        nt_b //= 2
-    return nt_b, nt_m, vt
+@contextlib.contextmanager
+def traced():
+    """Collect the phases of the engine calls inside the block: yields a list that holds
+    (label, milliseconds) pairs, in launch order, once the block has run."""
+    global _TRACE
+    events, out = [], []
+    _TRACE = events
+    try:
+        yield out
+    finally:
+        _TRACE = None
+    cupy.cuda.Device().synchronize()
+    out += [(label, cupy.cuda.get_elapsed_time(a, b)) for label, a, b in events]
 
 
-def _compile_one(spec):
-    sources, names = spec
-    module(sources, names).compile()
-    return len(names)
+def _compile_one(m: Module) -> int:
+    module(m).compile()
+    return len(m.names)
 
 
 def cache_dir() -> Path:
@@ -153,17 +172,17 @@ def kernels_built() -> bool:
     return _built_marker().is_file()
 
 
-def compile_all(specs, jobs: int | None = None) -> int:
+def compile_all(modules: list[Module], jobs: int | None = None) -> int:
     """Compile many modules in parallel processes into CuPy's on-disk cache (so that later
     processes load binaries instead of compiling), then mark the cache as holding them for this
     architecture. Returns the number of kernels built."""
     import concurrent.futures
     import multiprocessing
 
-    jobs = jobs or min(len(specs), os.cpu_count() or 1)
+    jobs = jobs or min(len(modules), os.cpu_count() or 1)
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(jobs, mp_context=ctx) as pool:
-        built = sum(pool.map(_compile_one, specs))
+        built = sum(pool.map(_compile_one, modules))
     marker = _built_marker()
     marker.parent.mkdir(parents=True, exist_ok=True)
     marker.write_text(f"{built} kernels\n")

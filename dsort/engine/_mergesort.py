@@ -1,0 +1,85 @@
+"""The mergesort host driver (MGPU's ``kernel_mergesort``): a CTA blocksort of each tile, then
+global passes that double the run length, each a Merge Path partition plus a merge kernel,
+ping-ponging between two buffers so that the last pass lands in the output. Kernels, tiles and
+shared memory come from the key order's sort plan (:mod:`dsort.engine._kernels`).
+"""
+
+from __future__ import annotations
+
+import cupy
+import numpy as np
+
+from . import _codes
+from . import _cuda as C
+from . import _kernels as P
+from ._codes import Coded
+
+
+def index_dtype(n: int):
+    """Positions of an array of n keys, as the kernels generate and carry them."""
+    return cupy.uint32 if n < 2**32 else cupy.uint64
+
+
+def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int64_out: bool = False):
+    """Stable sort of coded keys; values (1-D uint32/uint64) carried, or positions generated
+    (iota) in the index dtype for n. int64_out (with iota): positions come back as int64, written
+    so by the last pass. Returns (keys, values or None)."""
+    k = coded.data
+    n = k.shape[0]
+    if iota:
+        values = cupy.empty(0, dtype=index_dtype(n))  # only its dtype matters below
+    int64_out = int64_out and iota and values.dtype == cupy.uint32
+    vbytes = values.dtype.itemsize if values is not None else 0
+    mode = P.Mode.KEYS if values is None else P.Mode.IOTA if iota else P.Mode.CARRY
+    plan = P.sort_plan(order, vbytes, mode, C.target())
+    blocks = plan.blocksort.grid(n)
+    passes = (blocks - 1).bit_length() if blocks > 1 else 0
+
+    # Ping-pong buffers; the blocksort writes where an even number of passes later lands in keys[0].
+    keys = [cupy.empty_like(k), cupy.empty_like(k) if passes else None]
+    vals = [None, None]
+    if vbytes:
+        vals = [cupy.empty(n, values.dtype), cupy.empty(n, values.dtype) if passes else None]
+    if int64_out:  # the last write of the values goes to its own int64 buffer
+        final = cupy.empty(n, dtype=cupy.int64)
+        if passes == 0:
+            vals[0] = final
+    cur = passes % 2
+
+    bs = plan.blocksort_int64 if int64_out and passes == 0 else plan.blocksort
+    vin = values if mode is P.Mode.CARRY else C.NULL
+    with C.phase("blocksort"):
+        C.launch(bs, blocks, (k, vin, keys[cur], vals[cur] if vbytes else C.NULL, np.int64(n)))
+
+    if passes:
+        tiles = plan.merge_runs.grid(n)
+        parts = cupy.empty(tiles + 1, dtype=cupy.int64)
+        run = plan.tuning.tile_sort
+        while run < n:
+            src, dst = cur, 1 - cur
+            last = run * 2 >= n
+            mr = plan.merge_runs_int64 if int64_out and last else plan.merge_runs
+            vout = (final if int64_out and last else vals[dst]) if vbytes else C.NULL
+            with C.phase(f"pass run={run}"):
+                args = (keys[src], np.int64(n), np.int64(run), np.int64(plan.tuning.tile_merge), np.int64(tiles + 1), parts)
+                C.launch(plan.partition, plan.partition.grid(tiles + 1), args)
+                args = (keys[src], vals[src] if vbytes else C.NULL, keys[dst], vout, np.int64(n), np.int64(run), parts)
+                C.launch(mr, tiles, args)
+            cur, run = dst, run * 2
+    assert cur == 0
+    return keys[0], (final if int64_out else vals[0])
+
+
+def sorting_permutation(keys, descending: bool, na_first: bool, int64_out: bool = False):
+    """Stable sorting permutation (index dtype for n, or int64) and, when cheap, the sorted keys
+    (else None)."""
+    if _codes.wide_rows(keys):
+        rows = cupy.ascontiguousarray(keys)
+        perm = None
+        for offset in reversed(range(0, rows.shape[1], 16)):  # least significant slice first
+            coded = _codes.pack(rows, offset, min(16, rows.shape[1] - offset), perm)
+            _, perm = mergesort(coded, coded.order(descending, False), values=perm, iota=perm is None)
+        return perm, None
+    coded = _codes.encode(keys)
+    sk, perm = mergesort(coded, coded.order(descending, na_first), iota=True, int64_out=int64_out)
+    return perm, coded.decode(sk)
