@@ -9,6 +9,15 @@ against pandas' stable sort of the same frame.
 
     python benchmarks/bench_dataframe.py --rows 4e6 --parts 8 --json out.json
 
+``--gpu``: the issue's GPU case instead: ``--rows`` rows (int64 key, int64 payload) made by the
+workers in host memory; dask's ``sort_values`` on a CPU ``LocalCluster`` of ``--cpu-workers`` x
+``--cpu-threads`` (and dsort on the same CPU workers), then dsort's ``sort_values(device="gpu")``
+on a ``LocalCUDACluster`` (one worker per GPU, ``--gpu-threads`` threads each): keys sorted and
+merged on the GPUs, the rows following in host memory. Each output is checked (sorted, no row
+lost or added: count and key sum).
+
+    python benchmarks/bench_dataframe.py --gpu --rows 2**28 --parts 64 --repeat 2
+
 The markdown table is printed last; ``--json PATH`` writes the rows too.
 """
 
@@ -35,11 +44,17 @@ def main() -> None:
     from dsort.dataframe import sort_values
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=float, default=4e6)
+    p.add_argument("--rows", type=lambda x: float(eval(x, {})), default=4e6)  # 4e6, 2**28
     p.add_argument("--parts", type=int, default=8)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--gpu", action="store_true")
+    p.add_argument("--cpu-workers", type=int, default=8)
+    p.add_argument("--cpu-threads", type=int, default=4)
+    p.add_argument("--gpu-threads", type=int, default=8)
     a = p.parse_args()
+    if a.gpu:
+        return gpu_case(a)
     n = int(a.rows)
     rng = np.random.default_rng(0)
     letters = rng.integers(97, 123, (n, 8), dtype=np.uint8).view("S8").reshape(-1).astype(str)
@@ -51,15 +66,15 @@ def main() -> None:
             wait(df)
             for by in (["k"], ["s"], ["s", "k"]):
                 cases = {
-                    "external": lambda by=by: sort_values(df, by, strategy="external", local_directory=runs),
-                    "memory": lambda by=by: sort_values(df, by, strategy="memory"),
-                    "dask": lambda by=by: df.sort_values(by if len(by) > 1 else by[0]),
+                    "external": lambda d, by=by: sort_values(d, by, strategy="external", local_directory=runs),
+                    "memory": lambda d, by=by: sort_values(d, by, strategy="memory"),
+                    "dask": lambda d, by=by: d.sort_values(by if len(by) > 1 else by[0]),
                 }
                 times = {c: [] for c in cases}
                 for i in range(a.repeat + 1):  # the first round warms the workers up
                     for c in list(cases)[:: 1 if i % 2 else -1]:
                         t = time.perf_counter()
-                        out = cases[c]().persist()
+                        out = cases[c](fresh(df, i)).persist()
                         wait(out)
                         dt = time.perf_counter() - t
                         if i:
@@ -78,6 +93,114 @@ def main() -> None:
                     print(rows[-1], flush=True)
     write_json(a.json, rows, rows_=n, parts=a.parts, repeat=a.repeat)
     print_table(rows, ["by", "case", "median s", "vs dask"])
+
+
+def _make(i, rows, seed=0):
+    import numpy as np
+    import pandas as pd
+
+    rng = np.random.default_rng([seed, i])
+    return pd.DataFrame({"k": rng.integers(0, 1 << 62, rows), "v": rng.integers(0, 1 << 62, rows)})
+
+
+def _summary(part):
+    """(rows, key sum mod 2^64, sorted inside, first key, last key) of an output partition."""
+    import numpy as np
+
+    k = part["k"].to_numpy()
+    if not len(k):
+        return 0, 0, True, None, None
+    return len(k), int(k.view(np.uint64).sum(dtype=np.uint64)), bool((k[1:] >= k[:-1]).all()), int(k[0]), int(k[-1])
+
+
+def _check(out, expected) -> None:
+    import dask
+
+    got = dask.compute(*[dask.delayed(_summary)(p) for p in out.to_delayed()])
+    rows = sum(g[0] for g in got)
+    total = sum(g[1] for g in got) % (1 << 64)
+    ends = [(g[3], g[4]) for g in got if g[0]]
+    in_order = all(g[2] for g in got) and all(a[1] <= b[0] for a, b in zip(ends, ends[1:]))
+    assert (rows, total) == expected and in_order, ("wrong output", rows, total, expected, in_order)
+
+
+def _same(part):
+    return part
+
+
+def fresh(df, i):
+    """The same frame under new task names: a result of an earlier round still held by the
+    scheduler (its release is asynchronous) would otherwise be found instead of computed."""
+    return df.map_partitions(_same, token=f"bench-{i}-{time.time_ns()}")
+
+
+def _timed(fn, repeat, check):
+    import statistics
+
+    from distributed import wait
+
+    times = []
+    for i in range(repeat + 1):  # the first round warms the workers up (and is checked)
+        t = time.perf_counter()
+        out = fn(i).persist()
+        wait(out)
+        if i:
+            times.append(time.perf_counter() - t)
+        else:
+            check(out)
+        del out
+    return statistics.median(times)
+
+
+def gpu_case(a) -> None:
+    import dask
+    import dask.dataframe as dd
+    from distributed import Client, LocalCluster, wait
+
+    from dsort.dataframe import sort_values
+
+    n, parts = int(a.rows), a.parts
+    sizes = [n // parts + (i < n % parts) for i in range(parts)]
+    expected_sum = sum(int(_make(i, m)["k"].to_numpy().view("u8").sum(dtype="u8")) for i, m in enumerate(sizes)) % (1 << 64)
+    expected = (n, expected_sum)
+    rows = []
+
+    def frame():
+        df = dd.from_map(_make, list(range(parts)), sizes, meta=_make(0, 0), enforce_metadata=False).persist()
+        wait(df)
+        return df
+
+    with dask.config.set({"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False}):
+        with LocalCluster(n_workers=a.cpu_workers, threads_per_worker=a.cpu_threads, dashboard_address=":0", memory_limit=0) as cluster:
+            with Client(cluster):
+                df = frame()
+                cpu = {
+                    "dask": lambda i: fresh(df, i).sort_values("k"),
+                    "dsort (CPU)": lambda i: sort_values(fresh(df, i), "k"),
+                }
+                for name, fn in cpu.items():
+                    t = _timed(fn, a.repeat, lambda out: _check(out, expected))
+                    rows.append({"case": name, "workers": f"{a.cpu_workers} x {a.cpu_threads} CPU threads", "median s": t})
+                    print(rows[-1], flush=True)
+                del df
+        try:
+            from dask_cuda import LocalCUDACluster
+        except ImportError:
+            LocalCUDACluster = None
+            print("no dask_cuda here: the GPU case is left out", flush=True)
+        if LocalCUDACluster is not None:
+            with LocalCUDACluster(threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0) as cluster:
+                with Client(cluster) as client:
+                    gpus = len(client.scheduler_info()["workers"])
+                    df = frame()
+                    t = _timed(lambda i: sort_values(fresh(df, i), "k", device="gpu"), a.repeat, lambda out: _check(out, expected))
+                    rows.append({"case": "dsort device='gpu'", "workers": f"{gpus} GPUs x {a.gpu_threads} threads", "median s": t})
+    base = rows[0]["median s"]
+    for r in rows:
+        r["vs dask"] = f"{base / r['median s']:.2f}x"
+        r["median s"] = f"{r['median s']:.2f}"
+    write_json(a.json, rows, rows_=n, parts=parts, repeat=a.repeat)
+    print_table(rows, ["case", "workers", "median s", "vs dask"])
 
 
 if __name__ == "__main__":

@@ -16,10 +16,10 @@ its slice of every sorted partition and merges them by their keys (:mod:`dsort.f
 the slices travel, once. Building the result runs nothing: the input is read once, during
 ``compute``; unsupported key types and wrong arguments fail at the call, from the frame's meta.
 
-Graph phases (task groups on the dashboard): ``dsort-frame-sort`` (one per input partition),
-``-info``, ``-plan``, ``-sample``, ``-bounds``, ``-window``, ``-cuts`` (small), ``-slice`` (one
-per input and output partition; it runs where the sorted partition lives), ``-merge`` (one per
-output partition).
+Graph phases (task groups on the dashboard, :mod:`dsort.tasks`): ``dsort-sort`` (one per input
+partition), ``dsort-info``, ``dsort-plan``, ``dsort-sample``, ``dsort-bounds``, ``dsort-window``,
+``dsort-cuts`` (small), ``dsort-slice`` (one per input and output partition; it runs where the
+sorted partition lives), ``dsort-merge`` (one per output partition).
 
 Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`).
 """
@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from . import frame_chunk as F
+from . import tasks as T
 from .frame_keys import KeySpec, column, encode_keys, normalize, string_columns, string_widths
 
 __all__ = [
@@ -45,7 +46,6 @@ __all__ = [
 
 STRATEGIES = ("auto", "memory", "external")
 DEVICES = (None, "gpu")
-PHASES = ("sort", "info", "plan", "sample", "bounds", "window", "cuts", "slice", "merge")
 
 
 def max_string_widths(parts, columns) -> dict:
@@ -142,23 +142,22 @@ class _Graph:
         from dask.base import tokenize
 
         self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
-        token = tokenize(df, spec, partitions, ignore_index, device, widths)
-        self.names = {p: f"dsort-frame-{p}-{token}" for p in PHASES}
+        self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths)
         self.dsk = {}
-        inputs = list(df.__dask_keys__())
-        self.sorted = sort = [self._add((self.names["sort"], i), F.sort_part, _ref(k), spec, widths, device) for i, k in enumerate(inputs)]
-        info = [self._add((self.names["info"], i), F.info, _ref(s)) for i, s in enumerate(sort)]
-        self.plan = plan = self._add(self.names["plan"], F.make_plan, partitions, *map(_ref, info))
-        samples = [self._add((self.names["sample"], i), F.sample, spec, _ref(s), _ref(plan)) for i, s in enumerate(sort)]
-        bounds = self._add(self.names["bounds"], F.bounds, _ref(plan), *map(_ref, samples))
-        windows = [self._add((self.names["window"], i), F.window, spec, _ref(s), _ref(plan), _ref(bounds), i) for i, s in enumerate(sort)]
-        self.cuts = self._add(self.names["cuts"], F.cuts, _ref(plan), _ref(bounds), *map(_ref, windows))
-        self.partitions = partitions
+        inputs = df.__dask_keys__()
+        sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device) for i, k in enumerate(inputs)]
+        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s)) for i, s in enumerate(sort)]
+        plan = self._add(T.name(T.PLAN, token), F.make_plan, partitions, *map(T.ref, info))
+        samples = [self._add((T.name(T.SAMPLE, token), i), F.sample, spec, T.ref(s), T.ref(plan)) for i, s in enumerate(sort)]
+        bounds = self._add(T.name(T.BOUNDS, token), F.bounds, T.ref(plan), *map(T.ref, samples))
+        windows = [
+            self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), T.ref(bounds), i) for i, s in enumerate(sort)
+        ]
+        self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), T.ref(bounds), *map(T.ref, windows))
+        self.sorted, self.plan, self.partitions = sort, plan, partitions
 
     def _add(self, key, func, *args):
-        from dask._task_spec import Task
-
-        self.dsk[key] = Task(key, func, *args)
+        self.dsk[key] = T.task(key, func, *args)
         return key
 
     def graph(self) -> dict:
@@ -167,22 +166,20 @@ class _Graph:
     def collection(self, divisions=None, cut=None):
         """The sorted frame: one slice task per (output, sorted part), one merge per output.
         ``cut``: cut rows computed beforehand (their outputs; default the cuts task's)."""
-        import dask.dataframe as dd
-
         cuts, partitions = self.cuts, self.partitions
         if cut is not None:
-            cuts, partitions = f"{self.names['cuts']}-given", len(cut) - 1
+            cuts, partitions = T.name(T.CUTS, f"given-{self.token}"), len(cut) - 1
             self.dsk[cuts] = cut
         merges = []
         for t in range(partitions):
             pieces = [
-                self._add((self.names["slice"], t, i), F.take, self.spec, _ref(s), _ref(self.plan), _ref(cuts), t, i)
+                self._add((T.name(T.SLICE, self.token), t, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), t, i)
                 for i, s in enumerate(self.sorted)
             ]
-            key = (self.names["merge"], t)
-            merges.append(self._add(key, F.merge, self.df._meta, _ref(cuts), t, self.ignore_index, self.device, *map(_ref, pieces)))
+            key = (T.name(T.MERGE, self.token), t)
+            merges.append(self._add(key, F.merge, self.df._meta, T.ref(cuts), t, self.ignore_index, self.device, *map(T.ref, pieces)))
         divisions = divisions or (None,) * (partitions + 1)
-        return dd.from_graph(self.graph(), self.df._meta, divisions, merges, "dsort-sorted")
+        return _from_graph(self.graph(), self.df._meta, divisions, merges, self.token)
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
@@ -202,15 +199,24 @@ class _Graph:
         import dask
         from dask.delayed import Delayed
 
-        keys = [self._add((f"{self.names['cuts']}-{name}", i), func, _ref(s), _ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+        name = T.name(T.CUTS, f"{name}-{self.token}")
+        keys = [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
         graph = self.graph()
         return dask.compute(*[Delayed(k, graph) for k in keys])
 
 
-def _ref(key):
-    from dask._task_spec import TaskRef
+def _from_graph(graph: dict, meta, divisions, keys, token: str):
+    """A dask dataframe of the tasks ``keys`` of ``graph``, named ``dsort-sorted-TOKEN``: dask's
+    ``from_graph`` without its token of the whole graph (which hashes the data of a persisted
+    input: half a second for 4 million rows)."""
+    import dask.dataframe as dd
 
-    return TaskRef(key)
+    try:
+        from dask.dataframe.dask_expr import new_collection
+        from dask.dataframe.dask_expr.io.io import FromGraph
+    except ImportError:  # another dask: its own token
+        return dd.from_graph(graph, meta, divisions, keys, T.SORTED)
+    return new_collection(FromGraph(graph, meta, divisions, keys, T.SORTED, _determ_token=token))
 
 
 def _positions(cut) -> tuple:
@@ -355,16 +361,12 @@ def sort_values_external(
     ``sort_values_external(df, ...).to_parquet(path)`` never holds the frame. ``npartitions``
     output partitions (default: the input's), balanced to within one row; the runs are removed once
     every output partition is made. Lazy, as the in-memory sort."""
-    import dask.dataframe as dd
     from dask.base import tokenize
-    from dask.delayed import delayed
 
     from . import external
     from .array import run_memory
 
     spec = _spec(df, by, ascending, na_position, "external", device)
-    meta = df._meta
-    parts = df.to_delayed(optimize_graph=False)
     budget = run_memory(memory_limit)
     widths = _widths_tuple(spec, widths)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external")
@@ -377,12 +379,16 @@ def sort_values_external(
         ignore_index=ignore_index,
         device=device,
     )
-    runs = [delayed(external.frame_run, pure=True)(job, i, p, dask_key_name=(f"dsort-run-{tok}", i)) for i, p in enumerate(parts)]
-    cut = delayed(external.frame_cuts, pure=True)(job, *runs, dask_key_name=f"dsort-cuts-{tok}")
-    out = [
-        delayed(external.frame_merge, pure=True)(job, cut, t, meta, dask_key_name=(f"dsort-merge-{tok}", t)) for t in range(job.partitions)
-    ]
-    return dd.from_delayed(out, meta=meta, verify_meta=False)
+    dsk = {}
+    runs = [(T.name(T.RUN, tok), i) for i in range(df.npartitions)]
+    for key, part in zip(runs, df.__dask_keys__()):
+        dsk[key] = T.task(key, external.frame_run, job, key[1], T.ref(part))
+    cut = T.name(T.CUTS, tok)
+    dsk[cut] = T.task(cut, external.frame_cuts, job, *map(T.ref, runs))
+    merges = [(T.name(T.MERGE, tok), t) for t in range(job.partitions)]
+    for key in merges:
+        dsk[key] = T.task(key, external.frame_merge, job, T.ref(cut), key[1], df._meta)
+    return _from_graph({**df.__dask_graph__(), **dsk}, df._meta, (None,) * (job.partitions + 1), merges, tok)
 
 
 class _FrameAccessor:

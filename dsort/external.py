@@ -30,9 +30,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
-from dask._task_spec import Task, TaskRef
 
-from . import chunk
+from . import chunk, plan
+from . import tasks as T
 from . import filesort as F
 from . import runs as R
 from .engine import device as dev
@@ -118,20 +118,18 @@ def graph(token: str, key_chunks, value_chunks, sizes, job: ArrayJob) -> tuple[d
     """``(tasks, merge keys)``: the run, cuts and merge tasks of the sort of the chunks
     ``key_chunks`` (task keys; ``value_chunks``: task keys or None each) of ``sizes`` rows; merge
     ``t`` gives output chunk ``t``'s ``(keys, values)`` (see :func:`output_tasks`)."""
-    names = {p: f"dsort-{p}-{token}" for p in F.PHASES}
     dsk = {}
-    offsets = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)[:-1]]).astype(int).tolist()
     run_keys = []
-    for i, (k, v, off) in enumerate(zip(key_chunks, value_chunks, offsets)):
-        key = (names["run"], i)
-        dsk[key] = Task(key, run_chunk, job, i, TaskRef(k), None if v is None else TaskRef(v), off)
+    for i, (k, v, off) in enumerate(zip(key_chunks, value_chunks, plan.offsets(sizes).tolist())):
+        key = (T.name(T.RUN, token), i)
+        dsk[key] = T.task(key, run_chunk, job, i, T.ref(k), None if v is None else T.ref(v), off)
         run_keys.append(key)
-    cut = names["cuts"]
-    dsk[cut] = Task(cut, cuts, job, *map(TaskRef, run_keys))
+    cut = T.name(T.CUTS, token)
+    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, run_keys))
     merges = []
     for t in range(len(sizes)):
-        key = (names["merge"], t)
-        dsk[key] = Task(key, merge_chunk, job, TaskRef(cut), t)
+        key = (T.name(T.MERGE, token), t)
+        dsk[key] = T.task(key, merge_chunk, job, T.ref(cut), t)
         merges.append(key)
     return dsk, merges
 
@@ -142,7 +140,7 @@ def output_tasks(merges, outputs, host: bool) -> dict:
     for name, nd, which in outputs:
         for i, m in enumerate(merges):
             key = (name, i) + (0,) * (nd - 1)
-            dsk[key] = Task(key, _part, TaskRef(m), which, host)
+            dsk[key] = T.task(key, _part, T.ref(m), which, host)
     return dsk
 
 

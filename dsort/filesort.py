@@ -38,8 +38,6 @@ from . import engine as engines
 from . import runs as R
 from .engine import device as dev
 
-PHASES = ("run", "cuts", "merge")  # dsort.external names its tasks from these (dsort.tasks has the phase names)
-
 
 @dataclass(frozen=True)
 class Job:

@@ -125,10 +125,11 @@ def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) 
         out = pieces[0][0]
     else:
         keys = [k for _, k in pieces]
-        if device == "gpu":
-            keys = [chunk.on_gpu(k) for k in keys]
-        _, order = chunk.merge_order(keys, False, "last")
-        out = pd.concat([f for f, _ in pieces]).iloc[dev.to_host(order) if device == "gpu" else order]
+        if device == "gpu":  # merge-path merges of the keys, their positions carried
+            order = dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
+        else:  # one stable sort of the sorted slices: NumPy's timsort merges the runs it finds
+            order = engines.get(keys[0]).argsort(np.concatenate(keys))
+        out = pd.concat([f for f, _ in pieces]).iloc[order]
     if ignore_index:
         start = int(cut[t].sum())
         out = out.set_axis(pd.RangeIndex(start, start + len(out)))

@@ -23,11 +23,12 @@ from . import tasks as T
 # task-name prefix (a phase of :mod:`dsort.tasks`) -> the bar it is shown under
 SHOWN_AS = {
     T.READ: "read",
-    T.ENCODE: "read",
     T.CHECKSUM_INPUT: "checksum",
     T.RUN: "run",
     T.CUTS: "cuts",
     T.SORT: "sort",
+    T.INFO: "sort",
+    T.PLAN: "sort",
     T.SAMPLE: "sort",
     T.BOUNDS: "sort",
     T.WINDOW: "sort",
@@ -37,13 +38,11 @@ SHOWN_AS = {
     T.SORTED_VALUES: "sort",
     T.MERGE: "merge",
     T.SLICES: "merge",
-    T.DF_SPLIT: "gather",
-    T.DF_GATHER: "gather",
-    T.DF_ASSEMBLE: "gather",
+    T.SORTED: "merge",
     T.WRITE: "write",
     T.CHECK: "check",
 }
-ORDER = ["read", "checksum", "run", "cuts", "sort", "merge", "gather", "write", "check"]  # of the bars
+ORDER = ["read", "checksum", "run", "cuts", "sort", "merge", "write", "check"]  # of the bars
 
 
 def make_phase_of():

@@ -19,11 +19,12 @@ from dask._task_spec import Task, TaskRef, parse_input
 # takes those for a hex token: "dsort-checksum-input" would split to "dsort").
 
 READ = "dsort-read"  # a block of an input file, or a Parquet row group
-ENCODE = "dsort-encode"  # a dataframe partition's sort columns as byte keys
 CHECKSUM_INPUT = "dsort-input-checksums"  # an input partition's count and checksum
 RUN = "dsort-run"  # an input block or chunk sorted and kept as a run (external sorts)
 CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
-SORT = "dsort-sort"  # an input chunk sorted in memory (a part of a run)
+SORT = "dsort-sort"  # an input chunk (or dataframe partition) sorted in memory (a part of a run)
+INFO = "dsort-info"  # a sorted dataframe partition's row count and string key widths
+PLAN = "dsort-plan"  # the dataframe sort's plan: sizes, common widths, sample spacing, outputs
 SAMPLE = "dsort-sample"  # a part's regular sample
 BOUNDS = "dsort-bounds"  # windows around every cut, from the samples
 WINDOW = "dsort-window"  # a part's keys inside the windows
@@ -33,9 +34,7 @@ MERGE = "dsort-merge"  # an output chunk or range merged from its pieces of ever
 SLICES = "dsort-slices"  # slices of runs read on the worker whose disk holds them, for a merge
 SORTED_KEYS = "dsort-sorted-keys"  # an output chunk's keys
 SORTED_VALUES = "dsort-sorted-values"  # an output chunk's values
-DF_SPLIT = "dsort-df-split"  # a dataframe's order cut into the pieces each partition gives
-DF_GATHER = "dsort-df-gather"  # the rows one output partition takes from one input partition
-DF_ASSEMBLE = "dsort-df-concat"  # an output partition from its gathered rows
+SORTED = "dsort-sorted"  # a sorted dataframe's partitions (aliases of its merges)
 WRITE = "dsort-write"  # an output part written, with its checksum
 CHECK = "dsort-check"  # a block's valsort summary
 
