@@ -73,6 +73,21 @@ def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     return KeySpec.of(df._meta, by, ascending, na_position)
 
 
+def choose_strategy(partitions: int, outputs: int, divisions: bool = False) -> str:
+    """The ``"auto"`` rule: ``"memory"`` while ``partitions x outputs`` is at most the setting
+    ``dsort.dataframe.memory-pieces`` (256; dask's config), or where the external sort cannot run (workers on several machines,
+    whose files the others cannot read; ``divisions=True``); else ``"external"``. The in-memory
+    sort moves every piece of every partition to its output as one dask task and transfer, which
+    costs more than the data beyond a few hundred pieces (64 partitions: 4096 pieces); the
+    external sort has one task per partition and per output, each output reading its slices of
+    the sorted partitions' files (on one machine the page cache holds them)."""
+    from . import config, external
+
+    if divisions or partitions * outputs <= int(config.get("dataframe.memory-pieces")) or not external.one_host():
+        return "memory"
+    return "external"
+
+
 def _widths_tuple(spec: KeySpec, widths):
     if not widths:
         return None
@@ -105,13 +120,15 @@ def sort_values(
     the cuts then run at the call (the sorted partitions are persisted, so the input is still read
     once). ``device="gpu"``: the keys are sorted on the workers' GPUs, the rows follow on the host.
     ``widths``: a width in bytes for each string column by name (all partitions' keys encoded at
-    it; else each partition's own, padded where they meet). ``strategy``: ``"memory"`` (the
-    default, ``"auto"``) or ``"external"`` for frames bigger than memory
-    (:func:`sort_values_external`: ``local_directory``, ``memory_limit``)."""
+    it; else each partition's own, padded where they meet). ``strategy``: ``"memory"``,
+    ``"external"`` (frames bigger than memory: :func:`sort_values_external`, with
+    ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`)."""
     spec = _spec(df, by, ascending, na_position, strategy, device)
     parts = df.npartitions if npartitions is None else int(npartitions)
     if parts < 1:
         raise ValueError(f"npartitions must be at least 1, got {npartitions!r}")
+    if strategy == "auto":
+        strategy = choose_strategy(df.npartitions, parts, divisions)
     if strategy == "external":
         if divisions:
             raise ValueError("divisions=True needs the in-memory sort (strategy='memory')")

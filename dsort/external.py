@@ -166,6 +166,22 @@ def where_it_runs() -> tuple[bool, int]:
     return False, sum(w.get("memory_limit") or available for w in workers) or available
 
 
+def one_host() -> bool:
+    """Whether the graph will run on this one machine: a local scheduler, or distributed workers
+    that all share one host (so every worker can read a file any other wrote)."""
+    import dask
+
+    if dask.config.get("scheduler", None) in ("threads", "threading", "sync", "synchronous", "single-threaded", "processes"):
+        return True
+    try:
+        from distributed import default_client
+
+        workers = default_client().scheduler_info()["workers"].values()
+    except (ImportError, ValueError):
+        return True
+    return len({w.get("host") for w in workers}) <= 1
+
+
 def store_config(token: str, row_bytes: int, local_directory, host_budget: int) -> R.StoreConfig:
     """The run store of one sort: ``host_budget`` bytes in memory (0: files only), files in a new
     directory under ``local_directory``, removed by the last merge or, failing that, when this
@@ -182,7 +198,7 @@ def store_config(token: str, row_bytes: int, local_directory, host_budget: int) 
 # -- dataframes -------------------------------------------------------------------------------------
 #
 # Rows of a dataframe vary in width, so a partition's run is two things: its sorted rows in a file
-# of pickled blocks of BLOCK_ROWS rows (pickle keeps every pandas dtype, the index and the column
+# of pickled blocks of at most BLOCK_ROWS rows (pickle keeps every pandas dtype, the index and the column
 # labels as they are; a slice reads only the blocks it overlaps), and its sort keys (fixed-width byte
 # rows whose unsigned order is the wanted order) in the run store, where the cuts and merges find
 # them as for arrays.
@@ -217,14 +233,22 @@ def frame_run(job: FrameJob, p: int, part) -> tuple:
 
     s = sort_part(part, job.spec, job.widths, job.device)
     os.makedirs(job.store.directory, exist_ok=True)
+    block = block_rows(len(s.frame), job.partitions)
     offsets = [0]
     with open(_rows_path(job, p), "wb") as f:
-        for b in range(0, len(s.frame), BLOCK_ROWS):
-            f.write(pickle.dumps(s.frame.iloc[b : b + BLOCK_ROWS], protocol=5))
+        for b in range(0, len(s.frame), block):
+            f.write(pickle.dumps(s.frame.iloc[b : b + block], protocol=5))
             offsets.append(f.tell())
         f.write(np.asarray(offsets, "<i8").tobytes())
-        f.write(np.int64(len(offsets)).tobytes())
+        f.write(np.asarray([len(offsets), block], "<i8").tobytes())
     return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy()), s.widths
+
+
+def block_rows(rows: int, outputs: int) -> int:
+    """Rows per pickled block of a partition's run: about one output's share of it (a slice then
+    reads at most two blocks: unpickling a block costs its whole size), at most :data:`BLOCK_ROWS`,
+    at least 1024 (or 1 where BLOCK_ROWS is smaller)."""
+    return int(max(min(BLOCK_ROWS, 1024), min(BLOCK_ROWS, -(-rows // max(outputs, 1)))))
 
 
 def _read_rows(path: str, lo: int, hi: int):
@@ -232,11 +256,11 @@ def _read_rows(path: str, lo: int, hi: int):
     import pickle
 
     with open(path, "rb") as f:
-        f.seek(-8, os.SEEK_END)
-        count = int(np.frombuffer(f.read(8), "<i8")[0])
-        f.seek(-8 - 8 * count, os.SEEK_END)
+        f.seek(-16, os.SEEK_END)
+        count, block = (int(x) for x in np.frombuffer(f.read(16), "<i8"))
+        f.seek(-16 - 8 * count, os.SEEK_END)
         offsets = np.frombuffer(f.read(8 * count), "<i8")
-        first, last = lo // BLOCK_ROWS, (hi - 1) // BLOCK_ROWS
+        first, last = lo // block, (hi - 1) // block
         f.seek(offsets[first])
         data = f.read(int(offsets[last + 1] - offsets[first]))
     blocks, at = [], 0
@@ -247,7 +271,7 @@ def _read_rows(path: str, lo: int, hi: int):
     import pandas as pd
 
     rows = blocks[0] if len(blocks) == 1 else pd.concat(blocks)
-    return rows.iloc[lo - first * BLOCK_ROWS : hi - first * BLOCK_ROWS]
+    return rows.iloc[lo - first * block : hi - first * block]
 
 
 def frame_cuts(job: FrameJob, *made):

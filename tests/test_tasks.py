@@ -48,5 +48,4 @@ def test_only_this_module_imports_the_private_task_spec():
 
     root = Path(tasks.__file__).parent
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "_task_spec" in p.read_text() and p.name != "tasks.py")
-    known = {"dataframe.py", "external.py"}  # being rewritten onto dsort.tasks
-    assert set(users) <= known, users
+    assert users == [], users
