@@ -33,6 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _common import print_table, write_json  # noqa: E402
+from distributed import WorkerPlugin  # noqa: E402
 
 
 def main() -> None:
@@ -52,6 +53,7 @@ def main() -> None:
     p.add_argument("--cpu-workers", type=int, default=8)
     p.add_argument("--cpu-threads", type=int, default=4)
     p.add_argument("--gpu-threads", type=int, default=8)
+    p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
     a = p.parse_args()
     if a.gpu:
         return gpu_case(a)
@@ -124,6 +126,21 @@ def _check(out, expected) -> None:
     assert (rows, total) == expected and in_order, ("wrong output", rows, total, expected, in_order)
 
 
+class _OneGPU(WorkerPlugin):
+    """A worker plugin: worker ``i`` (by name) sees GPU ``i mod gpus`` only (set before CUDA starts
+    in that process), so several worker processes share each GPU."""
+
+    name = "dsort-bench-one-gpu"
+
+    def __init__(self, gpus):
+        self.gpus = gpus
+
+    def setup(self, worker):
+        import os
+
+        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker.name) % self.gpus)
+
+
 def _same(part):
     return part
 
@@ -189,12 +206,21 @@ def gpu_case(a) -> None:
             LocalCUDACluster = None
             print("no dask_cuda here: the GPU case is left out", flush=True)
         if LocalCUDACluster is not None:
-            with LocalCUDACluster(threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0) as cluster:
-                with Client(cluster) as client:
-                    gpus = len(client.scheduler_info()["workers"])
-                    df = frame()
-                    t = _timed(lambda i: sort_values(fresh(df, i), "k", device="gpu"), a.repeat, lambda out: _check(out, expected))
-                    rows.append({"case": "dsort device='gpu'", "workers": f"{gpus} GPUs x {a.gpu_threads} threads", "median s": t})
+            if a.per_gpu > 1:  # several worker processes per GPU (the host work is theirs): each sees one GPU
+                import cupy
+
+                gpus = cupy.cuda.runtime.getDeviceCount()
+                cluster = LocalCluster(n_workers=gpus * a.per_gpu, threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0)
+            else:
+                cluster = LocalCUDACluster(threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0)
+            with cluster, Client(cluster) as client:
+                if a.per_gpu > 1:
+                    client.register_plugin(_OneGPU(gpus))
+                gpus = len({w.get("name") for w in client.scheduler_info()["workers"].values()}) // max(a.per_gpu, 1)
+                df = frame()
+                t = _timed(lambda i: sort_values(fresh(df, i), "k", device="gpu"), a.repeat, lambda out: _check(out, expected))
+                workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads"
+                rows.append({"case": "dsort device='gpu'", "workers": workers, "median s": t})
     base = rows[0]["median s"]
     for r in rows:
         r["vs dask"] = f"{base / r['median s']:.2f}x"
