@@ -49,6 +49,7 @@ def main() -> None:
     p.add_argument("--parts", type=int, default=8)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--json")
+    p.add_argument("--by", default="k;s;s,k", help="the sorts, ';' between them (default: k;s;s,k)")
     p.add_argument("--gpu", action="store_true")
     p.add_argument("--cpu-workers", type=int, default=8)
     p.add_argument("--cpu-threads", type=int, default=4)
@@ -66,7 +67,7 @@ def main() -> None:
         with Client(cluster):
             df = dd.from_pandas(pdf, npartitions=a.parts, sort=False).persist()
             wait(df)
-            for by in (["k"], ["s"], ["s", "k"]):
+            for by in [b.split(",") for b in a.by.split(";")]:
                 cases = {
                     "external": lambda d, by=by: sort_values(d, by, strategy="external", local_directory=runs),
                     "memory": lambda d, by=by: sort_values(d, by, strategy="memory"),
