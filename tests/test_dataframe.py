@@ -1,7 +1,6 @@
 """dsort's dataframe sorts against pandas: sort_values (in memory and external), sort_series,
-set_index with exact divisions, the accessor; key encoding (dsort.frame_keys) and the per-partition
-functions (dsort.frame_chunk). The reference is always pandas' own stable sort (single-column
-sorts chained, last key first)."""
+set_index with exact divisions, the accessor. The reference is always pandas' own stable sort
+(single-column sorts chained, last key first: tests/frame_cases.py)."""
 
 import subprocess
 import sys
@@ -15,66 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from .conftest import HAS_GPU
-from dsort import frame_chunk as FC
-from dsort.dataframe import encode_keys, set_index, sort_series, sort_values
-from dsort.frame_keys import KeySpec, common_widths, widen
-
-
-def _frame(rng, n):
-    df = pd.DataFrame(
-        {
-            "i": rng.integers(-3, 3, n),
-            "u": rng.integers(0, 3, n).astype(np.uint16),
-            "f": rng.choice([-1.5, -0.0, 0.0, 2.0, np.inf, np.nan], n),
-            "s": rng.choice(["", "a", "ab", "b", "é", None], n),
-            "t": pd.to_datetime(rng.integers(0, 3, n), unit="D"),
-            "b": rng.random(n) < 0.5,
-            "n": pd.array(rng.integers(0, 3, n), dtype="Int64"),
-            "row": np.arange(n),
-        }
-    )
-    df.loc[rng.random(n) < 0.1, "t"] = pd.NaT
-    df.loc[rng.random(n) < 0.1, "n"] = pd.NA
-    return df
-
-
-@pytest.mark.parametrize(
-    "by,ascending",
-    [
-        (["i"], True),
-        (["f"], False),
-        (["s"], True),
-        (["t", "i"], [False, True]),
-        (["n", "s", "f"], [True, False, False]),
-        (["b", "u"], False),
-    ],
-)
-@pytest.mark.parametrize("na_position", ["last", "first"])
-@pytest.mark.parametrize("backend", ["numpy", "pyarrow"])
-def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position, backend):
-    """Also Arrow-backed columns (``pd.ArrowDtype``, as dsort reads Parquet), against pandas'
-    order of the NumPy-backed frame."""
-    df = _frame(rng, 3000)
-    keys = encode_keys(df if backend == "numpy" else df.convert_dtypes(dtype_backend="pyarrow"), by, ascending, na_position)
-    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
-    np.testing.assert_array_equal(df["row"].to_numpy()[order], _reference(df, by, ascending, na_position)["row"].to_numpy())
-
-
-@pytest.mark.parametrize("ascending", [True, False])
-def test_strings_with_trailing_nuls_sort_after_their_prefix(ascending):
-    df = pd.DataFrame({"s": ["a\x00", "a", "a\x00b", "a", "", "\x00"]})
-    keys = encode_keys(df, ["s"], ascending)
-    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
-    np.testing.assert_array_equal(order, df.sort_values("s", ascending=ascending, kind="stable").index.to_numpy())
-
-
-def _reference(df, by, ascending, na_position="last"):
-    """Stable single-column sorts, last column first: a lexicographic stable sort. (pandas'
-    own multi-column sort ties NaN with numbers in later columns under na_position="first")."""
-    ascending = [ascending] * len(by) if isinstance(ascending, bool) else ascending
-    for c, a in reversed(list(zip(by, ascending))):
-        df = df.sort_values(c, ascending=a, na_position=na_position, kind="stable")
-    return df
+from .frame_cases import frame, frames, reference
+from dsort.dataframe import set_index, sort_series, sort_values
 
 
 @pytest.mark.parametrize("strategy", ["auto", "external"])
@@ -82,14 +23,14 @@ def _reference(df, by, ascending, na_position="last"):
 def test_sort_values_with_empty_partitions(rng, strategy, keep, tmp_path):
     """A filtered frame has empty partitions anywhere: the result has as many partitions, rows
     equal pandas', nothing raised (the in-memory sort used to fail on them, or drop them)."""
-    df = _frame(rng, 400)
+    df = frame(rng, 400)
     kept = {"middle": [0, 3, 5], "leading": [2, 3], "trailing": [0, 1], "none": [], "one": [4]}[keep]
     ddf = dd.from_pandas(df, npartitions=6, sort=False)
     ddf = ddf.map_partitions(lambda part, partition_info=None: part if partition_info["number"] in kept else part.iloc[:0], meta=ddf._meta)
     out = sort_values(ddf, ["s", "f"], ascending=[True, False], strategy=strategy, local_directory=tmp_path)
     assert out.npartitions == 6
     got = out.compute(scheduler="sync")
-    expected = _reference(ddf.compute(scheduler="sync"), ["s", "f"], [True, False])
+    expected = reference(ddf.compute(scheduler="sync"), ["s", "f"], [True, False])
     np.testing.assert_array_equal(got["row"].to_numpy(), expected["row"].to_numpy())
     sizes = list(out.map_partitions(len).compute(scheduler="sync"))
     assert sum(sizes) == len(expected) and max(sizes) - min(sizes) <= 1  # balanced to within one row
@@ -137,7 +78,7 @@ def test_categorical_keys_sort_in_category_order(rng, strategy, ordered, tmp_pat
     cases = ((["c"], [True], "last"), (["c", "row"], [False, True], "first"), (["b", "row"], [True, False], "last"))
     for by, ascending, na_position in cases:
         got = sort_values(ddf, by, ascending=ascending, na_position=na_position, strategy=strategy, local_directory=tmp_path)
-        expected = _reference(df, by, ascending, na_position)
+        expected = reference(df, by, ascending, na_position)
         np.testing.assert_array_equal(got.compute(scheduler="sync")["row"].to_numpy(), expected["row"].to_numpy())
 
 
@@ -150,11 +91,11 @@ def test_categorical_keys_need_known_categories(rng):
 
 
 def test_sort_values_on_a_dask_dataframe(rng):
-    df = _frame(rng, 5000)
+    df = frame(rng, 5000)
     ddf = dd.from_pandas(df, npartitions=5, sort=False)
     with dask.config.set(scheduler="sync"):
         out = sort_values(ddf, ["s", "f"], ascending=[True, False]).compute()
-    expected = _reference(df, ["s", "f"], [True, False])
+    expected = reference(df, ["s", "f"], [True, False])
     np.testing.assert_array_equal(out["row"].to_numpy(), expected["row"].to_numpy())
     np.testing.assert_array_equal(out.index.to_numpy(), expected.index.to_numpy())
     with pytest.raises(KeyError, match="nope"):
@@ -162,53 +103,6 @@ def test_sort_values_on_a_dask_dataframe(rng):
 
 
 # -- every partitioning, every key type: hypothesis against pandas --------------------------------
-
-KINDS = ["int", "uint8", "float", "string", "pystring", "bool", "Int64", "datetime", "datetime_tz", "category", "arrow_int", "arrow_ts"]
-
-
-def _column(kind, rng, n):
-    small = rng.integers(-2, 3, n)
-    missing = rng.random(n) < 0.15
-    if kind == "int":
-        return small
-    if kind == "uint8":
-        return small.astype(np.uint8)
-    if kind == "float":
-        return rng.choice([-np.inf, -1.5, -0.0, 0.0, 2.0, np.inf, np.nan], n)
-    if kind in ("string", "pystring"):
-        values = np.array(["", "a", "ab", "b", "é", "a\x00", "zzzzzzzz"], dtype=object)[rng.integers(0, 7, n)]
-        values[missing] = None
-        return pd.Series(values, dtype="string" if kind == "string" else object)
-    if kind == "bool":
-        return small > 0
-    if kind == "Int64":
-        return pd.array(np.where(missing, None, small), dtype="Int64")
-    if kind in ("datetime", "datetime_tz"):
-        t = pd.Series(pd.to_datetime(small, unit="D"))
-        t[missing] = pd.NaT
-        return t.dt.tz_localize("UTC").dt.tz_convert("Europe/Paris") if kind == "datetime_tz" else t
-    if kind == "category":
-        return pd.Categorical(np.array(["x", "b", "m"], dtype=object)[small % 3], categories=["x", "b", "m"], ordered=bool(rng.integers(2)))
-    if kind == "arrow_int":
-        return pd.array(np.where(missing, None, small), dtype="int64[pyarrow]")
-    if kind == "arrow_ts":
-        return pd.Series(pd.to_datetime(small, unit="s")).astype("timestamp[ms][pyarrow]")
-    raise AssertionError(kind)
-
-
-@st.composite
-def frames(draw):
-    """A frame of 1 to 3 key columns of any kinds, a row number, and a partitioning: its lengths
-    (zeros anywhere, one row each, one partition)."""
-    seed = draw(st.integers(0, 2**32 - 1))
-    kinds = draw(st.lists(st.sampled_from(KINDS), min_size=1, max_size=3))
-    lengths = draw(st.lists(st.integers(0, 40) | st.just(0) | st.just(1), min_size=1, max_size=7))
-    rng = np.random.default_rng(seed)
-    n = sum(lengths)
-    df = pd.DataFrame({f"c{i}": _column(k, rng, n) for i, k in enumerate(kinds)})
-    df["row"] = np.arange(n)
-    ascending = draw(st.lists(st.booleans(), min_size=len(kinds), max_size=len(kinds)))
-    return df, lengths, [f"c{i}" for i in range(len(kinds))], ascending, draw(st.sampled_from(["last", "first"]))
 
 
 @pytest.fixture(autouse=True)
@@ -243,22 +137,7 @@ def test_sort_values_equals_pandas_for_any_keys_and_partitions(case, strategy, n
     assert len(parts) == (npartitions or len(lengths))
     sizes = [len(p) for p in parts]
     assert max(sizes) - min(sizes) <= 1
-    pd.testing.assert_frame_equal(pd.concat(parts), _reference(df, by, ascending, na_position))
-
-
-@settings(max_examples=40, deadline=None)
-@given(case=frames())
-def test_keys_widened_equal_keys_encoded_wide(case):
-    """Each partition encodes its string keys at its own widths; brought to the common widths,
-    they equal the keys encoded at those widths (so partitions compare without a widths pass)."""
-    df, lengths, by, ascending, na_position = case
-    spec = KeySpec.of(df, by, ascending, na_position)
-    bounds = np.cumsum([0] + lengths)
-    parts = [df.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
-    encoded = [spec.encode(p) for p in parts]
-    want = common_widths([w for _, w in encoded])
-    for p, (keys, have) in zip(parts, encoded):
-        np.testing.assert_array_equal(widen(spec, keys, have, want), spec.encode(p, want)[0])
+    pd.testing.assert_frame_equal(pd.concat(parts), reference(df, by, ascending, na_position))
 
 
 def test_building_runs_nothing_and_the_input_is_read_once(tmp_path):
@@ -308,7 +187,7 @@ def test_by_names_an_index_level(rng):
     df = pd.DataFrame({"v": rng.integers(0, 5, 300), "row": np.arange(300)}, index=pd.Index(rng.integers(0, 20, 300), name="idx"))
     ddf = dd.from_pandas(df, npartitions=4, sort=False)
     got = sort_values(ddf, ["idx", "v"], ascending=[False, True]).compute(scheduler="sync")
-    pd.testing.assert_frame_equal(got, _reference(df, ["idx", "v"], [False, True]))
+    pd.testing.assert_frame_equal(got, reference(df, ["idx", "v"], [False, True]))
     with pytest.raises(ValueError, match="ambiguous"):
         sort_values(dd.from_pandas(df.assign(idx=1), npartitions=2), "idx")
 
@@ -391,29 +270,14 @@ def test_accessor_after_import_in_either_order():
         subprocess.run([sys.executable, "-c", probe], check=True, timeout=120)
 
 
-def test_frame_chunk_functions_without_dask(rng):
-    """The per-partition functions alone: sort, plan, samples, windows, cuts, slices, merges give
-    pandas' order, for parts with different string widths."""
-    df = pd.DataFrame({"s": rng.choice(["a", "bbbb", "", "cc"], 300), "k": rng.integers(0, 4, 300)})
-    parts = [df.iloc[:0], df.iloc[:100].assign(s="x"), df.iloc[100:300]]
-    spec = KeySpec.of(df, ["s", "k"], [False, True])
-    done = [FC.sort_part(p, spec) for p in parts]
-    plan = FC.make_plan(4, *map(FC.info, done))
-    assert plan.out_sizes == (75, 75, 75, 75) and plan.widths == (4, 0)
-    wins = FC.bounds(plan, *[FC.sample(spec, d, plan) for d in done])
-    cut = FC.cuts(plan, wins, *[FC.window(spec, d, plan, wins, q) for q, d in enumerate(done)])
-    out = [FC.merge(df.iloc[:0], cut, t, False, None, *[FC.take(spec, d, plan, cut, t, q) for q, d in enumerate(done)]) for t in range(4)]
-    pd.testing.assert_frame_equal(pd.concat(out), _reference(pd.concat(parts), ["s", "k"], [False, True]))
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
 @pytest.mark.parametrize("strategy", ["memory", "external"])
 def test_keys_sorted_on_the_gpu(rng, strategy, tmp_path):
-    df = _frame(rng, 5000)
+    df = frame(rng, 5000)
     ddf = dd.from_pandas(df, npartitions=5, sort=False)
     out = sort_values(ddf, ["s", "f", "i"], ascending=[True, False, True], device="gpu", strategy=strategy, local_directory=tmp_path)
-    pd.testing.assert_frame_equal(out.compute(scheduler="threads"), _reference(df, ["s", "f", "i"], [True, False, True]))
+    pd.testing.assert_frame_equal(out.compute(scheduler="threads"), reference(df, ["s", "f", "i"], [True, False, True]))
 
 
 def test_auto_takes_the_external_sort_for_many_pieces(rng, tmp_path):

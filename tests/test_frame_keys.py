@@ -1,0 +1,76 @@
+"""dsort.frame_keys: a frame's sort columns as byte keys in pandas' order, at any string width."""
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given, settings
+
+from .frame_cases import frame, frames, reference
+from dsort.frame_keys import KeySpec, column, common_widths, encode_keys, widen
+
+
+@pytest.mark.parametrize(
+    "by,ascending",
+    [
+        (["i"], True),
+        (["f"], False),
+        (["s"], True),
+        (["t", "i"], [False, True]),
+        (["n", "s", "f"], [True, False, False]),
+        (["b", "u"], False),
+    ],
+)
+@pytest.mark.parametrize("na_position", ["last", "first"])
+@pytest.mark.parametrize("backend", ["numpy", "pyarrow"])
+def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position, backend):
+    """Also Arrow-backed columns (``pd.ArrowDtype``, as dsort reads Parquet), against pandas'
+    order of the NumPy-backed frame."""
+    df = frame(rng, 3000)
+    keys = encode_keys(df if backend == "numpy" else df.convert_dtypes(dtype_backend="pyarrow"), by, ascending, na_position)
+    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
+    np.testing.assert_array_equal(df["row"].to_numpy()[order], reference(df, by, ascending, na_position)["row"].to_numpy())
+
+
+@pytest.mark.parametrize("ascending", [True, False])
+def test_strings_with_trailing_nuls_sort_after_their_prefix(ascending):
+    df = pd.DataFrame({"s": ["a\x00", "a", "a\x00b", "a", "", "\x00"]})
+    keys = encode_keys(df, ["s"], ascending)
+    order = np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
+    np.testing.assert_array_equal(order, df.sort_values("s", ascending=ascending, kind="stable").index.to_numpy())
+
+
+@settings(max_examples=40, deadline=None)
+@given(case=frames())
+def test_keys_widened_equal_keys_encoded_wide(case):
+    """Each partition encodes its string keys at its own widths; brought to the common widths,
+    they equal the keys encoded at those widths (so partitions compare without a widths pass)."""
+    df, lengths, by, ascending, na_position = case
+    spec = KeySpec.of(df, by, ascending, na_position)
+    bounds = np.cumsum([0] + lengths)
+    parts = [df.iloc[a:b] for a, b in zip(bounds[:-1], bounds[1:])]
+    encoded = [spec.encode(p) for p in parts]
+    want = common_widths([w for _, w in encoded])
+    for p, (keys, have) in zip(parts, encoded):
+        np.testing.assert_array_equal(widen(spec, keys, have, want), spec.encode(p, want)[0])
+
+
+def test_key_spec_checks_the_columns_from_the_meta():
+    import pyarrow as pa
+
+    meta = pd.DataFrame({"k": pd.Series([], dtype="int64"), "d": pd.Series([], dtype=pd.ArrowDtype(pa.decimal128(5, 2)))})
+    with pytest.raises(TypeError, match="cannot sort by column 'd'"):
+        KeySpec.of(meta, ["k", "d"])
+    with pytest.raises(ValueError, match="na_position"):
+        KeySpec.of(meta, "k", na_position="middle")
+    with pytest.raises(KeyError, match="no column or index level 'x'"):
+        KeySpec.of(meta, "x")
+    both = pd.DataFrame({"k": [1]}, index=pd.Index([2], name="k"))
+    with pytest.raises(ValueError, match="ambiguous"):
+        column(both, "k")
+
+
+def test_widen_refuses_to_narrow():
+    spec = KeySpec.of(pd.DataFrame({"s": ["abc"]}), "s")
+    keys, have = spec.encode(pd.DataFrame({"s": ["abc"]}))
+    with pytest.raises(ValueError, match="narrow"):
+        widen(spec, keys, have, (1,))

@@ -1,0 +1,48 @@
+"""dsort.engine.numpy_engine on its own: what only it does (the engines' shared semantics are
+tests/test_engine.py's). Byte keys are argsorted as integers where at most 8 of their byte columns
+vary; the order must stay memcmp's, stable, in both directions."""
+
+import numpy as np
+import pytest
+
+from dsort.engine import numpy_engine as E
+
+
+def _reference(rows, descending):
+    """Python's stable sort of the rows' bytes (reversed for descending: ties keep input order)."""
+    return sorted(range(len(rows)), key=lambda i: bytes(rows[i]), reverse=descending)
+
+
+@pytest.mark.parametrize("width", [1, 3, 8, 9, 12, 17])
+@pytest.mark.parametrize("constant", [0, 1, 4])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("n", [0, 1, 2, 300])
+def test_byte_keys_argsort_like_memcmp(rng, width, constant, descending, n):
+    rows = rng.integers(0, 3, (n, width), dtype=np.uint8)
+    rows[:, : min(constant, width)] = rng.integers(0, 256, dtype=np.uint8)  # columns equal in every key
+    got = E.argsort(rows, descending=descending)
+    assert got.tolist() == _reference(rows, descending)
+    keys, values = E.sort(rows, np.arange(n), descending=descending)
+    assert values.tolist() == _reference(rows, descending)
+    np.testing.assert_array_equal(keys, rows[_reference(rows, descending)])
+
+
+@pytest.mark.parametrize("varying", [0, 1, 7, 8, 9])
+def test_packed_only_where_it_keeps_the_order(rng, varying):
+    rows = np.zeros((50, 12), np.uint8)
+    rows[:, 2 : 2 + varying] = rng.integers(0, 256, (50, varying), dtype=np.uint8)
+    packed = E._packed(rows.view("S12").reshape(-1))
+    if varying > 8:
+        assert packed is None
+    else:
+        assert packed.dtype == np.uint64
+        order = np.argsort(packed, kind="stable")
+        assert order.tolist() == _reference(rows, False)
+
+
+def test_merge_of_byte_keys_is_stable(rng):
+    a = np.sort(rng.integers(0, 4, (200, 9), dtype=np.uint8).view("S9").reshape(-1)).view(np.uint8).reshape(200, 9)
+    b = np.sort(rng.integers(0, 4, (100, 9), dtype=np.uint8).view("S9").reshape(-1)).view(np.uint8).reshape(100, 9)
+    keys, values = E.merge(a, b, np.arange(200), np.arange(200, 300))
+    both = np.concatenate([a, b])
+    assert values.tolist() == _reference(both, False)
