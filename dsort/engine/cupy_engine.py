@@ -54,9 +54,7 @@ def _take(x, how):
 
 def sort(keys, values=None, descending=False, na_position="last"):
     """Stable sort of ``keys`` (and of ``values`` alongside, returned as ``(keys, values)``)."""
-    K.check_keys(keys)
-    K.check_values(keys, values)
-    na_first = K.check_na_position(na_position)
+    na_first = K.check_sort(keys, values, na_position)
     how, dup = _presorted(keys, descending, na_first, copy=True)
     if how:
         k = dup if dup is not None and how == "sorted" else _take(keys, how)
@@ -79,8 +77,7 @@ def sort(keys, values=None, descending=False, na_position="last"):
 
 def argsort(keys, descending=False, na_position="last"):
     """Positions (int64) that sort ``keys`` stably."""
-    K.check_keys(keys)
-    na_first = K.check_na_position(na_position)
+    na_first = K.check_one(keys, na_position)
     n = len(keys)
     how, _ = _presorted(keys, descending, na_first)
     if how == "sorted":
@@ -115,12 +112,8 @@ def merge_path(a, b, diagonals, descending=False, na_position="last"):
     The co-rank ``i`` (``j = k - i``) is the one with ``a[i-1] <= b[j]`` and ``b[j-1] < a[i]``:
     ties go to ``a``. One thread per diagonal searches along its cross-diagonal.
     """
-    K.check_pair(a, b)
-    na_first = K.check_na_position(na_position)
     d = cupy.asarray(diagonals, dtype=cupy.int64).reshape(-1)
-    m, n = len(a), len(b)
-    if d.size and (int(d.min()) < 0 or int(d.max()) > m + n):
-        raise ValueError(f"diagonals must lie in [0, {m + n}]")
+    na_first = K.check_path(a, b, d, na_position)
     return _search.merge_path(a, b, d, descending, na_first)
 
 
@@ -129,19 +122,15 @@ def searchsorted(sorted_keys, probes, side="left", descending=False, na_position
     the order (``side="left"``: strictly before, i.e. "< v") or before or equal to it
     (``side="right"``: "<= v"). int64, one per probe.
     """
-    K.check_keys(sorted_keys, "sorted_keys")
+    na_first = K.check_search(sorted_keys, side, na_position)
     probes = cupy.asarray(probes, dtype=sorted_keys.dtype)
     probes = cupy.ascontiguousarray(probes.reshape(-1, *sorted_keys.shape[1:]))
-    if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    na_first = K.check_na_position(na_position)
     return _search.searchsorted(sorted_keys, probes, side == "right", descending, na_first)
 
 
 def is_sorted(keys, descending=False, na_position="last") -> bool:
     """True when ``keys`` is already in the wanted order (ties in any order)."""
-    K.check_keys(keys)
-    na_first = K.check_na_position(na_position)
+    na_first = K.check_one(keys, na_position)
     if len(keys) < 2:
         return True
     return _search.check_flags(keys, descending, na_first)[0]

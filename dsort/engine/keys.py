@@ -89,3 +89,35 @@ def check_merge(a, b, a_values, b_values, na_position) -> bool:
     if (a_values is None) != (b_values is None):
         raise ValueError("give values for both inputs of a merge or for neither")
     return check_na_position(na_position)
+
+
+# -- the engines' argument checks: each public function of an engine starts with one of these ---------
+
+
+def check_sort(keys, values, na_position) -> bool:
+    """``sort``'s arguments (keys, values for every key or None); True when NaN goes first."""
+    check_keys(keys)
+    check_values(keys, values)
+    return check_na_position(na_position)
+
+
+def check_one(keys, na_position) -> bool:
+    """The arguments of ``argsort`` and ``is_sorted``; True when NaN goes first."""
+    check_keys(keys)
+    return check_na_position(na_position)
+
+
+def check_path(a, b, diagonals, na_position) -> bool:
+    """``merge_path``'s arguments (``diagonals``: 1-D int64, NumPy or CuPy); True when NaN goes first."""
+    check_pair(a, b)
+    if diagonals.size and (int(diagonals.min()) < 0 or int(diagonals.max()) > len(a) + len(b)):
+        raise ValueError(f"diagonals must lie in [0, {len(a) + len(b)}]")
+    return check_na_position(na_position)
+
+
+def check_search(sorted_keys, side, na_position) -> bool:
+    """``searchsorted``'s arguments; True when NaN goes first."""
+    check_keys(sorted_keys, "sorted_keys")
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    return check_na_position(na_position)

@@ -114,9 +114,7 @@ def _key(x, descending, na_position):
 
 def sort(keys, values=None, descending=False, na_position="last"):
     """Stable sort of ``keys`` (and of ``values`` alongside, returned as ``(keys, values)``)."""
-    K.check_keys(keys)
-    K.check_values(keys, values)
-    na_first = K.check_na_position(na_position)
+    na_first = K.check_sort(keys, values, na_position)
     k, involution = _order_key(keys, descending, na_first)
     if values is None and involution:
         if np.may_share_memory(k, keys):  # never sort the caller's array in place
@@ -129,8 +127,8 @@ def sort(keys, values=None, descending=False, na_position="last"):
 
 def argsort(keys, descending=False, na_position="last"):
     """Positions (int64) that sort ``keys`` stably."""
-    K.check_keys(keys)
-    return _argsort(_key(keys, descending, na_position)).astype(np.int64, copy=False)
+    na_first = K.check_one(keys, na_position)
+    return _argsort(_order_key(keys, descending, na_first)[0]).astype(np.int64, copy=False)
 
 
 def merge(a, b, a_values=None, b_values=None, descending=False, na_position="last"):
@@ -178,12 +176,9 @@ def merge_path(a, b, diagonals, descending=False, na_position="last"):
     The co-rank ``i`` (``j = k - i``) is the one with ``a[i-1] <= b[j]`` and ``b[j-1] < a[i]``:
     ties go to ``a``. Each diagonal is a binary search along its cross-diagonal.
     """
-    K.check_pair(a, b)
-    na_first = K.check_na_position(na_position)
     d = np.asarray(diagonals, dtype=np.int64).reshape(-1)
+    na_first = K.check_path(a, b, d, na_position)
     m, n = len(a), len(b)
-    if d.size and (d.min() < 0 or d.max() > m + n):
-        raise ValueError(f"diagonals must lie in [0, {m + n}]")
 
     def a_goes_first(active, mid):
         ka = _order_key(a[mid], descending, na_first)[0]
@@ -198,12 +193,9 @@ def searchsorted(sorted_keys, probes, side="left", descending=False, na_position
     the order (``side="left"``: strictly before, i.e. "< v") or before or equal to it
     (``side="right"``: "<= v"). int64, one per probe.
     """
-    K.check_keys(sorted_keys, "sorted_keys")
+    na_first = K.check_search(sorted_keys, side, na_position)
     probes = np.asarray(probes, dtype=sorted_keys.dtype)
     probes = probes.reshape(-1, *sorted_keys.shape[1:])
-    if side not in ("left", "right"):
-        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
-    na_first = K.check_na_position(na_position)
     kp = _order_key(probes, descending, na_first)[0]
 
     def before_probe(active, mid):
@@ -218,10 +210,10 @@ def searchsorted(sorted_keys, probes, side="left", descending=False, na_position
 
 def is_sorted(keys, descending=False, na_position="last") -> bool:
     """True when ``keys`` is already in the wanted order (ties in any order)."""
-    K.check_keys(keys)
+    na_first = K.check_one(keys, na_position)
     if len(keys) < 2:
         return True
-    k = _key(keys, descending, na_position)
+    k = _order_key(keys, descending, na_first)[0]
     return not bool(_less(k[1:], k[:-1]).any())
 
 
