@@ -39,7 +39,9 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         dtype = s.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
         s, dtype = s.dt.tz_convert("UTC").dt.tz_localize(None), np.dtype("datetime64[ns]")
-    if pdt.is_bool_dtype(dtype):
+    if _is_decimal(dtype):
+        v = _decimal_bytes(s)
+    elif pdt.is_bool_dtype(dtype):
         v = s.to_numpy(dtype=bool, na_value=False).astype(np.uint8).reshape(n, 1)
     elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
         if pdt.is_integer_dtype(dtype):
@@ -89,7 +91,8 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
 
 def unordered(s: pd.Series) -> TypeError:
     dtype = getattr(s.dtype, "pyarrow_dtype", s.dtype)
-    return TypeError(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by numbers, booleans, strings, dates and times")
+    kinds = "numbers, decimals, booleans, strings, dates and times"
+    return TypeError(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by {kinds}")
 
 
 def _from_arrow(s: pd.Series) -> pd.Series:
@@ -103,7 +106,32 @@ def _from_arrow(s: pd.Series) -> pd.Series:
         return s
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
+    if pa.types.is_decimal128(t) or pa.types.is_decimal256(t):
+        return s
     raise unordered(s)
+
+
+def _is_decimal(dtype) -> bool:
+    if not isinstance(dtype, pd.ArrowDtype):
+        return False
+    import pyarrow as pa
+
+    return pa.types.is_decimal128(dtype.pyarrow_dtype) or pa.types.is_decimal256(dtype.pyarrow_dtype)
+
+
+def _decimal_bytes(s: pd.Series) -> np.ndarray:
+    """Arrow decimals (one scale per column) as their unscaled integers' order-preserving bytes:
+    Arrow holds each as a little-endian two's complement integer of 16 or 32 bytes; big-endian with
+    the sign bit flipped, they compare as unsigned bytes in the decimals' order."""
+    import pyarrow as pa
+
+    arr = pa.chunked_array(pa.array(s.array)).combine_chunks()
+    width = arr.type.byte_width
+    data = np.frombuffer(arr.buffers()[1], np.uint8) if len(arr) else np.empty(0, np.uint8)
+    rows = data[arr.offset * width : (arr.offset + len(arr)) * width].reshape(len(arr), width)
+    out = np.ascontiguousarray(rows[:, ::-1])
+    out[:, 0] ^= 0x80
+    return out
 
 
 def _utf8_buffers(s: pd.Series):

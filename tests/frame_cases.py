@@ -33,7 +33,8 @@ def reference(df, by, ascending, na_position="last"):
     return df
 
 
-KINDS = ["int", "uint8", "float", "string", "pystring", "bool", "Int64", "datetime", "datetime_tz", "category", "arrow_int", "arrow_ts"]
+KINDS = ["int", "uint8", "float", "string", "pystring", "bool", "Int64", "datetime", "datetime_tz", "category"]
+KINDS += ["arrow_int", "arrow_ts", "arrow_decimal", "arrow_bool"]
 
 
 def _column(kind, rng, n):
@@ -61,6 +62,15 @@ def _column(kind, rng, n):
         return pd.Categorical(np.array(["x", "b", "m"], dtype=object)[small % 3], categories=["x", "b", "m"], ordered=bool(rng.integers(2)))
     if kind == "arrow_int":
         return pd.array(np.where(missing, None, small), dtype="int64[pyarrow]")
+    if kind == "arrow_decimal":
+        import decimal
+
+        import pyarrow as pa
+
+        values = [None if m else decimal.Decimal(int(v)).scaleb(-2) for v, m in zip(rng.integers(-300, 300, n), missing)]
+        return pd.array(values, dtype=pd.ArrowDtype(pa.decimal128(9, 2)))
+    if kind == "arrow_bool":
+        return pd.array(np.where(missing, None, small > 0), dtype="bool[pyarrow]")
     if kind == "arrow_ts":
         return pd.Series(pd.to_datetime(small, unit="s")).astype("timestamp[ms][pyarrow]")
     raise AssertionError(kind)

@@ -9,8 +9,9 @@ the directory; ``dsort check`` reads the manifest to know the order to verify.
 Every column is read as Arrow-backed pandas (``pd.ArrowDtype``), so the values and Arrow types
 of the output are the input's: an integer or boolean column with nulls stays one, NaN stays apart
 from null, and lists, structs, maps, decimals and binary pass through untouched. Sort columns are
-those :func:`dsort.dataframe.encode_keys` orders (numbers, booleans, strings, timestamps, dates,
-times, durations); any other is refused by name before any work (:func:`check_columns`).
+those :func:`dsort.dataframe.encode_keys` orders (numbers, decimals, booleans, strings,
+timestamps, dates, times, durations); any other is refused by name before any work
+(:func:`check_columns`).
 
 Checksum of a row: pandas' ``hash_pandas_object`` of its columns' value hashes (64 bits; rows
 vary in width, so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
