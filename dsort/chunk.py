@@ -35,7 +35,7 @@ def local_sort(keys, values, offset, positions, descending, na_position, device=
 def sample(part, offset, spacing):
     """The run's regular sample that falls in this part: keys at run positions ``0, s, 2s, ...``."""
     keys = part[0]
-    start, step = plan.sample_positions(offset, len(keys), spacing)
+    start, step = plan.sample_positions(offset, spacing)
     return _own(engines.get(keys).to_numpy(keys[start::step]))
 
 

@@ -48,20 +48,11 @@ def check_options(strategy, device, na_position) -> None:
     K.check_na_position(na_position)
 
 
-def choose_strategy(n_chunks: int) -> str:
-    """The ``"auto"`` rule: ``"multiway"`` always.
-
-    Measured on CPU workers (2 single-threaded worker processes on a 2-core machine, 2^22 int64
-    keys, NumPy chunks; median seconds, multiway vs tree): P = 2: 0.68 vs 0.72 (the same graph),
-    P = 4: 0.78 vs 0.89, P = 8: 0.75 vs 1.23, P = 16: 1.36 vs 2.00, P = 32: 3.16 vs 6.48. The tree
-    moves and rewrites every element once per round and waits for a splitter round trip per round;
-    multiway moves each element once and does the same pairwise merges inside one task.
-
-    On GPUs (2x H200, 2^30 int64 keys, LocalCUDACluster over UCX, medians of 3 runs; seconds,
-    multiway vs tree): keys on the GPUs, 1 worker 0.180 vs 0.219, 2 workers 0.278 vs 0.430; keys in
-    host memory (``device="gpu"``), 1 worker 1.33 vs 1.41, 2 workers 0.98 vs 1.13. BENCHMARKS.md
-    has the table.
-    """
+def choose_strategy() -> str:
+    """The ``"auto"`` rule: ``"multiway"``, whatever the number of chunks: it was the faster of the
+    two on CPU workers (2 to 32 chunks) and on one and two GPUs, keys on the GPUs or in host memory
+    (BENCHMARKS.md, "Strategy rule"). The tree moves and rewrites every element once per round and
+    waits for a splitter round trip per round; multiway moves each element once."""
     return "multiway"
 
 
@@ -169,7 +160,7 @@ def sort_graph(
     check_options(strategy, device, na_position)
     sizes = [int(n) for n in keys.chunks[0]]
     if strategy == "auto":
-        strategy = choose_strategy(len(sizes))
+        strategy = choose_strategy()
     token = tokenize(keys, values, positions, descending, na_position, strategy, device)
     key_name = T.name(T.SORTED_KEYS, token)
     value_name = T.name(T.SORTED_VALUES, token) if (values is not None or positions) else None

@@ -49,9 +49,9 @@ def sample_spacing(run_sizes, n_targets: int) -> int:
     return max(1, math.isqrt(n // max(1, 2 * p * max(1, n_targets))))
 
 
-def sample_positions(offset: int, size: int, spacing: int) -> tuple[int, int]:
-    """``(start, step)``: a chunk at ``offset`` of its run, of ``size`` elements, holds the run's
-    sample positions ``offset + start``, ``offset + start + step``, ... below ``offset + size``."""
+def sample_positions(offset: int, spacing: int) -> tuple[int, int]:
+    """``(start, step)``: a chunk at ``offset`` of its run holds the run's sample positions
+    ``offset + start``, ``offset + start + step``, ... (up to its end)."""
     return (-offset) % spacing, spacing
 
 
