@@ -51,12 +51,10 @@ def has_gpu() -> bool:
 
 
 # Host <-> device copies of whole chunks. CUDA copies pageable host memory through small staging
-# buffers, page by page. Measured on 2x H200 (benchmarks/bench_host_transfer.py, 2 GiB): host to
-# device 2.0 GB/s pageable, against 55 GB/s once the array is page-locked in place (cudaHostRegister
-# 28 GB/s, cudaHostUnregister 57 GB/s); device to host 3.6 GB/s into new pageable memory, 16 GB/s
-# into memory already touched. New host memory is slow to touch the first time (5 GB/s, one
-# thread), so to_host touches the new array's pages from several threads, then page-locks it for
-# the copy. Small arrays take the plain path.
+# buffers, page by page, many times slower than page-locked memory, and page-locking an array in
+# place costs less than that difference; new host memory is slow to touch the first time from one
+# thread. So to_host touches the new array's pages from several threads, then page-locks it for
+# the copy; small arrays take the plain path. The figures: BENCHMARKS.md (bench_host_transfer.py).
 PINNED_MIN_BYTES = 4 << 20
 _REGISTER_READ_ONLY = 8  # cudaHostRegisterReadOnly: memory-mapped, read-only inputs too
 _PAGE = 4096
