@@ -31,7 +31,7 @@ import pandas as pd
 
 from . import frame_chunk as F
 from . import tasks as T
-from .frame_keys import KeySpec, column, encode_keys, normalize, string_columns, string_widths
+from .frame_keys import KeySpec, RowCodec, column, encode_keys, normalize, string_columns, string_widths
 
 __all__ = [
     "encode_keys",
@@ -381,6 +381,7 @@ def sort_values_external(
     from dask.base import tokenize
 
     from . import external
+    from . import runs as R
     from .array import run_memory
 
     spec = _spec(df, by, ascending, na_position, "external", device)
@@ -396,15 +397,23 @@ def sort_values_external(
         ignore_index=ignore_index,
         device=device,
     )
+    run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
+    codec = RowCodec.of(df._meta)
+    if codec is not None:  # fixed-width columns: rows in the run store, no pickling
+        key_bytes = spec.width((0,) * len(spec.by))
+        layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
+        store = external.store_config(tok, layout.row_bytes, local_directory, budget)
+        job = external.FixedFrameJob(layout, spec, codec, job.partitions, 256, store, ignore_index=ignore_index, gpu=device == "gpu")
+        run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
     dsk = {}
     runs = [(T.name(T.RUN, tok), i) for i in range(df.npartitions)]
     for key, part in zip(runs, df.__dask_keys__()):
-        dsk[key] = T.task(key, external.frame_run, job, key[1], T.ref(part))
+        dsk[key] = T.task(key, run, job, key[1], T.ref(part))
     cut = T.name(T.CUTS, tok)
-    dsk[cut] = T.task(cut, external.frame_cuts, job, *map(T.ref, runs))
+    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
     merges = [(T.name(T.MERGE, tok), t) for t in range(job.partitions)]
     for key in merges:
-        dsk[key] = T.task(key, external.frame_merge, job, T.ref(cut), key[1], df._meta)
+        dsk[key] = T.task(key, merge, job, T.ref(cut), key[1], *extra)
     return _from_graph({**df.__dask_graph__(), **dsk}, df._meta, (None,) * (job.partitions + 1), merges, tok)
 
 

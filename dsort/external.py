@@ -317,3 +317,65 @@ def frame_merge(job: FrameJob, cut, t: int, meta):
     out = FC.merge(meta, bounds, t, job.ignore_index, job.device, *slices)
     R.finish(job.store, t, job.partitions)
     return out
+
+
+# Frames whose columns and index all have fixed-width NumPy dtypes skip the pickled blocks: each row
+# is its key's bytes then its own (dsort.frame_keys.RowCodec), and the runs are those rows in the
+# run store, sorted, cut and merged exactly as an array's keys and values (on the GPU with
+# device="gpu": the rows too), then decoded into frames by the merges.
+
+
+@dataclass(frozen=True)
+class FixedFrameJob:
+    """What the tasks of one external sort of a fixed-width frame need (the attributes
+    :func:`~dsort.filesort.sort_and_keep`, :func:`~dsort.filesort.cut_runs` and
+    :func:`~dsort.filesort.merge_rows` read, and the frame's)."""
+
+    layout: R.Layout  # the key's bytes, then the row's
+    spec: object  # the sort's KeySpec
+    codec: object  # the rows' RowCodec
+    partitions: int
+    spacing: int
+    store: R.StoreConfig
+    range_rows: tuple = ()  # set by the cuts task, once the runs' sizes are known
+    ignore_index: bool = False
+    gpu: bool = False
+    descending: bool = False  # the key bytes carry the order: always ascending here
+    na_position: str = "last"
+
+
+def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
+    """Partition ``p`` as rows (key bytes, row bytes), sorted by their keys and kept as run ``p``."""
+    keys, _ = job.spec.encode(part)
+    rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
+    rows[:, : job.layout.key_bytes] = keys
+    rows[:, job.layout.key_bytes :] = job.codec.encode(part)
+    gpu = None
+    if job.gpu:
+        rows, gpu = chunk.on_gpu(rows), _device()
+    return F.sort_and_keep(job, p, rows, F.Stopwatch(), gpu)
+
+
+def fixed_cuts(job: FixedFrameJob, *runs):
+    """The cuts of ``job.partitions`` balanced output partitions (:func:`frame_cuts`)."""
+    from . import frame_chunk as FC
+
+    return F.cut_runs(replace(job, range_rows=FC.balanced(sum(r.rows for r in runs), job.partitions)), list(runs))
+
+
+def fixed_merge(job: FixedFrameJob, cut, t: int):
+    """Output partition ``t``: its slices of every run merged, decoded into a frame."""
+    gpu = _device() if job.gpu else None
+    merged = F.merge_rows(job, cut, t, F.Stopwatch(), gpu)
+    R.finish(job.store, t, job.partitions)
+    if merged is None:
+        rows = np.empty((0, job.layout.row_bytes), np.uint8)
+    else:
+        rows = dev.to_host(merged[1]) if gpu is not None else merged[1]
+    out = job.codec.decode(rows[:, job.layout.key_bytes :])
+    if job.ignore_index:
+        import pandas as pd
+
+        start = int(cut[0][t].sum())
+        out = out.set_axis(pd.RangeIndex(start, start + len(out)))
+    return out

@@ -292,3 +292,58 @@ def normalize(by, ascending):
     if len(ascending) != len(by):
         raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
     return by, ascending
+
+
+# -- fixed-width rows --------------------------------------------------------------------------------
+
+
+FIXED_KINDS = "biufmM"  # NumPy bools, integers, floats, datetimes and durations (tz-naive)
+
+
+@dataclass(frozen=True)
+class RowCodec:
+    """A frame whose columns and index all have fixed-width NumPy dtypes, as byte rows: each
+    row's columns' bytes, then its index's, so that a run of such rows needs no pickling and can
+    ride with its keys through the run store, onto the GPUs too. :meth:`of` says None for other
+    frames (strings, nullable and Arrow types, categoricals, a MultiIndex)."""
+
+    meta: object  # an empty frame of the columns and index
+    dtypes: tuple  # per column, then the index: NumPy dtype strings
+
+    @classmethod
+    def of(cls, meta: pd.DataFrame):
+        if isinstance(meta.index, pd.MultiIndex):
+            return None
+        dtypes = [*meta.dtypes, meta.index.dtype]
+        if not all(isinstance(d, np.dtype) and d.kind in FIXED_KINDS for d in dtypes):
+            return None
+        if meta.columns.has_duplicates:
+            return None
+        return cls(meta.iloc[:0], tuple(np.dtype(d).str for d in dtypes))
+
+    @property
+    def row_bytes(self) -> int:
+        return int(sum(np.dtype(d).itemsize for d in self.dtypes))
+
+    def encode(self, df: pd.DataFrame) -> np.ndarray:
+        """``(len(df), row_bytes)`` uint8: the rows' bytes."""
+        n = len(df)
+        out = np.empty((n, self.row_bytes), np.uint8)
+        at = 0
+        values = [df[c].to_numpy() for c in df.columns] + [df.index.to_numpy()]
+        for v, d in zip(values, self.dtypes):
+            size = np.dtype(d).itemsize
+            out[:, at : at + size] = np.ascontiguousarray(v, dtype=d).view(np.uint8).reshape(n, size)
+            at += size
+        return out
+
+    def decode(self, rows: np.ndarray) -> pd.DataFrame:
+        """The frame of ``rows`` (``(n, row_bytes)`` uint8, as :meth:`encode` made them)."""
+        n, at, cols = len(rows), 0, []
+        for d in self.dtypes:
+            size = np.dtype(d).itemsize
+            cols.append(np.ascontiguousarray(rows[:, at : at + size]).view(d).reshape(n))
+            at += size
+        meta = self.meta
+        index = pd.Index(cols[-1], name=meta.index.name, dtype=meta.index.dtype)
+        return pd.DataFrame(dict(zip(range(len(cols) - 1), cols[:-1])), index=index).set_axis(meta.columns, axis=1)

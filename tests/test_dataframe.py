@@ -294,3 +294,30 @@ def test_auto_takes_the_external_sort_for_many_pieces(rng, tmp_path):
         assert any(k[0].startswith("dsort-run-") for k in out.__dask_graph__() if isinstance(k, tuple))
         pd.testing.assert_frame_equal(out.compute(scheduler="threads"), df.sort_values("k", kind="stable"))
     assert [p for p in tmp_path.iterdir() if p.name.startswith("dsort-runs")] == []
+
+
+@pytest.mark.parametrize(
+    "device", [None, pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")])]
+)
+def test_fixed_width_frames_go_through_the_run_store(rng, tmp_path, device):
+    """Frames of fixed-width columns only: rows (key bytes, row bytes) in the run store, no
+    pickled blocks; the same result as pandas, index kept or positions, empty partitions too."""
+    n = 3000
+    df = pd.DataFrame(
+        {"k": rng.integers(0, 40, n), "f": rng.choice([np.nan, 1.0, -2.5], n), "t": pd.to_datetime(rng.integers(0, 5, n), unit="D")},
+        index=pd.Index(rng.permutation(n), name="ix"),
+    )
+    ddf = dd.from_pandas(df, npartitions=6, sort=False)
+    ddf = ddf.map_partitions(lambda p, partition_info=None: p.iloc[:0] if partition_info["number"] in (1, 4) else p, meta=ddf._meta)
+    df = ddf.compute(scheduler="sync")
+    for by, ascending, ignore_index in (("k", True, False), (["t", "f"], [False, True], True)):
+        out = sort_values(
+            ddf, by, ascending=ascending, strategy="external", local_directory=tmp_path, device=device, ignore_index=ignore_index
+        )
+        assert not any(f.name.endswith(".pickles") for f in tmp_path.rglob("*"))
+        got = out.compute(scheduler="threads")
+        expected = reference(df, [by] if isinstance(by, str) else by, ascending)
+        if ignore_index:
+            expected = expected.reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, expected, check_index_type=not ignore_index)
+    assert list(tmp_path.iterdir()) == []
