@@ -93,12 +93,33 @@ def _packed(s: np.ndarray) -> np.ndarray | None:
 
 
 def _argsort(k: np.ndarray) -> np.ndarray:
-    """NumPy's stable argsort of an order key, byte keys packed into integers where they fit."""
+    """A stable argsort of an order key, byte keys packed into integers where they fit."""
     if k.dtype.kind == "S" and len(k) > 1:
         packed = _packed(k)
         if packed is not None:
             k = packed
+    if k.dtype.kind in "iu" and k.dtype.itemsize >= 4 and len(k) > 1:
+        return _argsort_distinct(k)
     return np.argsort(k, kind="stable")
+
+
+RUNS_PER_ELEMENT = 1 / 64  # fewer descents than this: sorted runs, which NumPy's timsort merges
+
+
+def _argsort_distinct(k: np.ndarray) -> np.ndarray:
+    """The stable argsort of integers, through NumPy's unstable SIMD argsort where no two keys are
+    equal (then every order is the stable one), checked after; keys with equal values, or already
+    in a few sorted runs (a merge's input), take the stable sort (radix or timsort)."""
+    n = len(k)
+    descents = int(np.count_nonzero(k[1:] < k[:-1]))
+    probe = k[:: max(1, n // 1024)]
+    if descents < n * RUNS_PER_ELEMENT or len(np.unique(probe)) < len(probe):
+        return np.argsort(k, kind="stable")
+    order = np.argsort(k, kind="quicksort")
+    s = k[order]
+    if np.any(s[1:] == s[:-1]):  # equal keys after all: their order must be the input's
+        return np.argsort(k, kind="stable")
+    return order
 
 
 def _less(x: np.ndarray, y: np.ndarray) -> np.ndarray:
