@@ -52,11 +52,11 @@ def max_string_widths(parts, columns) -> dict:
     """The widest UTF-8 value of each of ``columns`` over the partitions ``parts`` (delayed): one
     pass. Only where one width is needed before the sort (checking a sorted Parquet directory)."""
     import dask
-    from dask.delayed import delayed
+    from dask.base import tokenize
 
     if not columns:
         return {}
-    found = dask.compute(*[delayed(string_widths)(p, columns) for p in parts])
+    found = dask.compute(*T.each(T.WIDTHS, tokenize(parts, columns), string_widths, [(T.ref(p.key), columns) for p in parts], parts))
     return {c: max([w[c] for w in found], default=0) for c in columns}
 
 
