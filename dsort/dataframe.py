@@ -62,6 +62,10 @@ def max_string_widths(parts, columns) -> dict:
 
 def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     """The sort's key spec, every argument checked against the frame's meta (no data read)."""
+    if not isinstance(getattr(df, "_meta", None), pd.DataFrame):
+        kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
+        what = "a dask Series: use sort_series" if isinstance(getattr(df, "_meta", None), pd.Series) else f"a {kind}"
+        raise TypeError(f"dsort.dataframe sorts dask DataFrames; this is {what}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if device not in DEVICES:
@@ -71,6 +75,15 @@ def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
         column(df._meta, c)  # a KeyError naming the columns, or ambiguous
     _check_categories(df, by)
     return KeySpec.of(df._meta, by, ascending, na_position)
+
+
+def _partitions(df, npartitions) -> int:
+    """The output partitions: ``npartitions`` (a whole number, at least 1) or the input's."""
+    if npartitions is None:
+        return df.npartitions
+    if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)) or npartitions < 1:
+        raise ValueError(f"npartitions must be a whole number of at least 1, got {npartitions!r}")
+    return int(npartitions)
 
 
 def choose_strategy(partitions: int, outputs: int, divisions: bool = False) -> str:
@@ -124,9 +137,7 @@ def sort_values(
     ``"external"`` (frames bigger than memory: :func:`sort_values_external`, with
     ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`)."""
     spec = _spec(df, by, ascending, na_position, strategy, device)
-    parts = df.npartitions if npartitions is None else int(npartitions)
-    if parts < 1:
-        raise ValueError(f"npartitions must be at least 1, got {npartitions!r}")
+    parts = _partitions(df, npartitions)
     if strategy == "auto":
         strategy = choose_strategy(df.npartitions, parts, divisions)
     if strategy == "external":
@@ -146,7 +157,7 @@ def sort_values(
         )
     g = _Graph(df, spec, parts, ignore_index or divisions, device, _widths_tuple(spec, widths))
     if divisions:
-        cut = g.persist_cuts()
+        cut = _nonempty(g.persist_cuts())
         return g.collection(_positions(cut), cut)
     return g.collection()
 
@@ -195,8 +206,7 @@ class _Graph:
             ]
             key = (T.name(T.MERGE, self.token), t)
             merges.append(self._add(key, F.merge, self.df._meta, T.ref(cuts), t, self.ignore_index, self.device, *map(T.ref, pieces)))
-        divisions = divisions or (None,) * (partitions + 1)
-        return _from_graph(self.graph(), self.df._meta, divisions, merges, self.token)
+        return _collection(self.df, self.dsk, self.df._meta, divisions, merges, self.token)
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
@@ -222,18 +232,27 @@ class _Graph:
         return dask.compute(*[Delayed(k, graph) for k in keys])
 
 
-def _from_graph(graph: dict, meta, divisions, keys, token: str):
-    """A dask dataframe of the tasks ``keys`` of ``graph``, named ``dsort-sorted-TOKEN``: dask's
-    ``from_graph`` without its token of the whole graph (which hashes the data of a persisted
-    input: half a second for 4 million rows)."""
+def _collection(df, dsk: dict, meta, divisions, keys, token: str):
+    """A dask dataframe of the tasks ``keys`` of ``dsk`` (which reads ``df``'s): dask's
+    ``from_delayed`` of them, so dask names the result by those keys alone; it never hashes the
+    input's graph (``from_graph`` does, which costs the data of a persisted input and fails on a
+    loader dask cannot hash)."""
     import dask.dataframe as dd
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
 
-    try:
-        from dask.dataframe.dask_expr import new_collection
-        from dask.dataframe.dask_expr.io.io import FromGraph
-    except ImportError:  # another dask: its own token
-        return dd.from_graph(graph, meta, divisions, keys, T.SORTED)
-    return new_collection(FromGraph(graph, meta, divisions, keys, T.SORTED, _determ_token=token))
+    layer = T.name(T.SORTED, token)
+    graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
+    parts = [Delayed(k, graph, layer=layer) for k in keys]
+    return dd.from_delayed(parts, meta=meta, divisions=divisions, verify_meta=False)
+
+
+def _nonempty(cut):
+    """Cut rows without the outputs they leave empty (divisions must not go back), but one."""
+    keep = [0] + [t for t in range(1, cut.shape[0]) if cut[t].sum() > cut[t - 1].sum()]
+    if len(keep) == 1:
+        keep.append(cut.shape[0] - 1)
+    return cut[keep]
 
 
 def _positions(cut) -> tuple:
@@ -252,44 +271,61 @@ def _check_categories(df, by) -> None:
             raise ValueError(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
 
 
-SERIES_COLUMN = "__dsort_series__"
-
-
-def sort_series(s, *, ascending=True, na_position="last", npartitions=None, ignore_index=False, strategy="auto", device=None, **options):
+def sort_series(
+    s, *, ascending=True, na_position="last", npartitions=None, ignore_index=False, divisions=False, strategy="auto", device=None, **options
+):
     """A dask series sorted by its values, as pandas' ``Series.sort_values(kind="stable")``: index
-    labels kept (or positions with ``ignore_index``), the name kept. The options of
-    :func:`sort_values`."""
-    name = s.name
-    frame = s.to_frame(name=SERIES_COLUMN)
+    labels kept (or positions with ``ignore_index``; known positional divisions with
+    ``divisions=True``), the name kept. The other options are :func:`sort_values`'s."""
+    if not isinstance(getattr(s, "_meta", None), pd.Series):
+        raise TypeError(
+            f"sort_series sorts dask Series; this is a {type(s).__name__}"
+            + (" (sort_values sorts frames)" if hasattr(s, "columns") else "")
+        )
+    label = s.name if s.name is not None else "values"  # errors name the series by its name
     out = sort_values(
-        frame,
-        SERIES_COLUMN,
+        s.to_frame(name=label),
+        [label],
         ascending=ascending,
         na_position=na_position,
         npartitions=npartitions,
         ignore_index=ignore_index,
+        divisions=divisions,
         strategy=strategy,
         device=device,
         **options,
     )
-    return out[SERIES_COLUMN].rename(name)
+    return out[label].rename(s.name)
 
 
 def set_index(df, other, *, drop=True, npartitions=None, device=None):
-    """``df`` indexed by its column ``other``, sorted by it (stably), with **known divisions from
-    the exact cuts**: the cuts of partitions balanced by rows, each moved to the nearer end of the
-    run of equal values it falls in, as dask's divisions need (a value lies in one partition only:
-    ``loc`` looks in one); so the partitions are balanced to within one row, less what runs of
-    equal values force (dask's own ``set_index`` cuts at approximate quantiles instead). Each
-    division is the first index value of its partition (the last: the largest value); partitions
-    that would be empty are left out. Missing values in ``other`` are refused (dask's divisions
-    cannot hold them). The cuts run at the call, with the sorted partitions persisted so the input
-    is read once; the rest is lazy."""
-    spec = _spec(df, other, True, "last", "memory", device)
-    if len(spec.by) != 1:
+    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it), sorted
+    by it (stably), with **known divisions from the exact cuts**: the cuts of partitions balanced by
+    rows, each moved to the nearer end of the run of equal values it falls in, as dask's divisions
+    need (a value lies in one partition only: ``loc`` looks in one); so the partitions are balanced
+    to within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
+    approximate quantiles instead). Each division is the first index value of its partition (the
+    last: the largest value); partitions that would be empty are left out, and a frame of no rows
+    has unknown divisions. Missing values in ``other`` are refused (dask's divisions cannot hold
+    them), and so is a categorical whose categories are not in their values' order (dask compares
+    divisions by value). The cuts run at the call, with the sorted partitions persisted so the
+    input is read once; the rest is lazy."""
+    if isinstance(other, list):
         raise ValueError("set_index takes one column")
-    g = _Graph(df, spec, int(npartitions or df.npartitions), False, device, None)
+    spec = _spec(df, other, True, "last", "memory", device)
+    dtype = column(df._meta, other).dtype
+    if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != sorted(dtype.categories):
+        raise ValueError(
+            f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
+            "sort_values sorts it in category order, or reorder the categories (cat.reorder_categories)"
+        )
+    g = _Graph(df, spec, _partitions(df, npartitions), False, device, None)
     cut = g.persist_cuts()
+    index = other not in df.columns  # the index itself: sorted, and kept as the index
+    meta = df._meta if index else _set_index(df._meta, other, drop)
+    if int(cut[-1].sum()) == 0:  # no rows
+        out = g.collection(None, _nonempty(cut))
+        return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
     missing = sum(g.run("missing", _missing, spec.by[0]))
     if missing:
         raise ValueError(f"column {other!r} holds {missing} missing values; dask's divisions cannot hold them: fill or drop them first")
@@ -298,7 +334,7 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     cut = _snap(cut, ranks)
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(f[1] for f in firsts), cut)
-    return out.map_partitions(_set_index, other, drop, meta=_set_index(df._meta, other, drop), align_dataframes=False)
+    return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
 
 
 def _set_index(part, col, drop):
@@ -351,10 +387,7 @@ def _snap(cut, ranks):
         right = np.array([r[1][t - 1] for r in ranks], np.int64)
         target = int(cut[t].sum())
         cut[t] = left if target - int(left.sum()) <= int(right.sum()) - target else right
-    keep = [0] + [t for t in range(1, cut.shape[0]) if cut[t].sum() > cut[t - 1].sum()]
-    if len(keep) == 1:
-        keep.append(cut.shape[0] - 1)
-    return cut[keep]
+    return _nonempty(cut)
 
 
 def sort_values_external(
@@ -414,7 +447,7 @@ def sort_values_external(
     merges = [(T.name(T.MERGE, tok), t) for t in range(job.partitions)]
     for key in merges:
         dsk[key] = T.task(key, merge, job, T.ref(cut), key[1], *extra)
-    return _from_graph({**df.__dask_graph__(), **dsk}, df._meta, (None,) * (job.partitions + 1), merges, tok)
+    return _collection(df, dsk, df._meta, None, merges, tok)
 
 
 class _FrameAccessor:

@@ -32,6 +32,8 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     n = len(s)
     if isinstance(s.dtype, pd.ArrowDtype):
         s = _from_arrow(s)
+    if isinstance(s.dtype, pd.SparseDtype):
+        raise unordered(s)
     na = s.isna().to_numpy(dtype=bool, copy=True)
     dtype = s.dtype
     if isinstance(dtype, pd.CategoricalDtype):  # in category order, as pandas sorts them (ordered or not)
@@ -151,7 +153,10 @@ def _utf8_buffers(s: pd.Series):
             arr = pa.array(s.astype(object).where(s.notna(), None), type=pa.large_string(), from_pandas=True)
         except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
             odd = next((x for x in s.dropna() if not isinstance(x, str)), None)
-            raise TypeError(f"cannot sort a column that mixes strings with {type(odd).__name__} values") from None
+            raise TypeError(
+                f"cannot sort by column {s.name!r}: dsort sorts an object column as strings, and it holds "
+                f"{type(odd).__name__} values; give it a dtype (astype) first"
+            ) from None
     if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
         arr = arr.cast(pa.large_string())
     if arr.null_count:
@@ -170,7 +175,10 @@ def column(df: pd.DataFrame, label) -> pd.Series:
     if label in df.columns:
         if label in names:
             raise ValueError(f"{label!r} is both a column and an index level name: ambiguous")
-        return df[label]
+        s = df[label]
+        if isinstance(s, pd.DataFrame):
+            raise ValueError(f"the column label {label!r} is not unique")
+        return s
     if label in names:
         return pd.Series(df.index.get_level_values(label), index=df.index, name=label)
     raise KeyError(f"no column or index level {label!r}; the columns are {', '.join(map(str, df.columns))}")
@@ -283,15 +291,22 @@ def encode_keys(df: pd.DataFrame, by, ascending=True, na_position="last", widths
 
 
 def normalize(by, ascending):
-    """``by`` as a list of column labels (one label: any hashable, an integer too) and
-    ``ascending`` as one bool per column (a bool, NumPy's too, or a list)."""
-    by = list(by) if isinstance(by, (list, tuple)) else [by]
+    """``by`` as a list of column labels (a list of them, or one label: any hashable, an integer
+    or a tuple too, as pandas takes them) and ``ascending`` as one bool per column (a bool, 0 or
+    1, NumPy's too, or a list of them)."""
+    by = list(by) if isinstance(by, list) else [by]
     if not by:
         raise ValueError("sort_values needs at least one column in by")
-    ascending = [bool(ascending)] * len(by) if isinstance(ascending, (bool, np.bool_)) else [bool(a) for a in ascending]
+    one = (bool, np.bool_, int, np.integer)
+    if isinstance(ascending, one):
+        ascending = [ascending] * len(by)
+    elif not isinstance(ascending, (list, tuple)) or not all(isinstance(a, one) for a in ascending):
+        raise TypeError(f"ascending must be a bool or a list of bools, got {ascending!r}")
+    if any(a not in (0, 1) for a in ascending):
+        raise ValueError(f"ascending takes True/False (or 1/0), got {ascending!r}")
     if len(ascending) != len(by):
         raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
-    return by, ascending
+    return by, [bool(a) for a in ascending]
 
 
 # -- fixed-width rows --------------------------------------------------------------------------------

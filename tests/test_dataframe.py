@@ -321,3 +321,74 @@ def test_fixed_width_frames_go_through_the_run_store(rng, tmp_path, device):
             expected = expected.reset_index(drop=True)
         pd.testing.assert_frame_equal(got, expected, check_index_type=not ignore_index)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_divisions_stay_monotonic_with_more_partitions_than_rows():
+    ddf = dd.from_pandas(pd.DataFrame({"a": [3, 1, 2]}), npartitions=1)
+    out = sort_values(ddf, "a", divisions=True, npartitions=5)
+    assert list(out.divisions) == sorted(out.divisions) and out.divisions[-1] == 2
+    assert out.repartition(divisions=[0, 2]).compute(scheduler="sync").a.tolist() == [1, 2, 3]
+    assert sort_series(ddf.a, divisions=True, npartitions=2).divisions == (0, 2, 2)
+
+
+def test_set_index_of_no_rows_and_by_the_index_itself(rng):
+    ddf = dd.from_pandas(pd.DataFrame({"a": range(20), "v": range(20)}), npartitions=4)
+    empty = set_index(ddf[ddf.a > 100], "a")
+    got = empty.compute(scheduler="sync")
+    assert len(got) == 0 and got.index.name == "a" and list(got.columns) == ["v"]
+    df = pd.DataFrame({"v": np.arange(300)}, index=pd.Index(rng.integers(0, 9, 300), name="ix"))
+    out = set_index(dd.from_pandas(df, npartitions=3, sort=False), "ix")
+    assert out.known_divisions
+    pd.testing.assert_frame_equal(out.compute(scheduler="sync"), df.sort_index(kind="stable"))
+
+
+def test_results_of_inputs_dask_cannot_hash_can_be_filtered(tmp_path):
+    """The result names itself by its own tasks, never by hashing the input's graph (a loader
+    that holds a lock cannot be hashed)."""
+    import threading
+
+    lock = threading.Lock()
+
+    def load(i):
+        with lock:
+            return pd.DataFrame({"a": np.arange(10)[::-1] + 10 * i})
+
+    ddf = dd.from_delayed([dask.delayed(load)(i) for i in range(2)], meta=load(0).iloc[:0])
+    for strategy in ("memory", "external"):
+        out = sort_values(ddf, "a", strategy=strategy, local_directory=tmp_path)
+        assert out[out.a > 15].compute(scheduler="sync").a.tolist() == [16, 17, 18, 19]
+
+
+def test_more_argument_errors_at_the_call():
+    ddf = dd.from_pandas(pd.DataFrame({"a": [3, 1, 2], "b": [1, 2, 3]}), npartitions=2)
+    assert sort_values(ddf, "a", ascending=0).compute(scheduler="sync").a.tolist() == [3, 2, 1]
+    cases = [
+        (dict(ascending="yes"), TypeError, "ascending must be a bool"),
+        (dict(npartitions=2.5), ValueError, "whole number"),
+        (dict(npartitions="3"), ValueError, "whole number"),
+    ]
+    for options, error, message in cases:
+        with pytest.raises(error, match=message):
+            sort_values(ddf, "a", **options)
+    with pytest.raises(TypeError, match="pandas DataFrame"):
+        sort_values(pd.DataFrame({"a": [1]}), "a")
+    with pytest.raises(TypeError, match="use sort_series"):
+        sort_values(ddf.a, "a")
+    with pytest.raises(TypeError, match="sort_series sorts dask Series"):
+        sort_series(ddf)
+    with pytest.raises(ValueError, match="'b' is not unique"):
+        sort_values(dd.from_pandas(pd.DataFrame([[1, 2]], columns=["b", "b"]), npartitions=1), "b")
+    with pytest.raises(TypeError, match="column 'z' of type complex128"):
+        sort_series(dd.from_pandas(pd.Series([1 + 1j], name="z"), npartitions=1))
+    cat = pd.DataFrame({"c": pd.Categorical(["z", "x"], categories=["z", "x"])})
+    with pytest.raises(ValueError, match="categories are not in their values' order"):
+        set_index(dd.from_pandas(cat, npartitions=1), "c")
+    mixed = dd.from_pandas(pd.DataFrame({"o": pd.Series([1, "a"], dtype=object)}), npartitions=1)
+    with pytest.raises(TypeError, match="sorts an object column as strings, and it holds int values"):
+        sort_values(mixed, "o").compute(scheduler="sync")
+
+
+def test_a_tuple_is_one_column_label():
+    df = pd.DataFrame({("a", "b"): [3, 1, 2], ("a", "c"): [0, 1, 2]})
+    got = sort_values(dd.from_pandas(df, npartitions=2), ("a", "b")).compute(scheduler="sync")
+    pd.testing.assert_frame_equal(got, df.sort_values(("a", "b"), kind="stable"))
