@@ -284,7 +284,7 @@ def frame_cuts(job: FrameJob, *made):
     runs = [r for r, _ in made]
     have = [w for _, w in made]
     sizes = [r.rows for r in runs]
-    p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, FC.balanced(sum(sizes), job.partitions))
+    p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions))
     store = R.store(job.store)
 
     def keys_at(q, lo, hi):
@@ -358,9 +358,8 @@ def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
 
 def fixed_cuts(job: FixedFrameJob, *runs):
     """The cuts of ``job.partitions`` balanced output partitions (:func:`frame_cuts`)."""
-    from . import frame_chunk as FC
 
-    return F.cut_runs(replace(job, range_rows=FC.balanced(sum(r.rows for r in runs), job.partitions)), list(runs))
+    return F.cut_runs(replace(job, range_rows=plan.balanced(sum(r.rows for r in runs), job.partitions)), list(runs))
 
 
 def fixed_merge(job: FixedFrameJob, cut, t: int):

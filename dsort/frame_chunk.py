@@ -66,15 +66,9 @@ def info(part: Sorted) -> tuple:
     return len(part.keys), part.widths
 
 
-def balanced(total: int, partitions: int) -> tuple:
-    """Sizes of ``partitions`` output partitions of ``total`` rows, equal to within one row."""
-    k, extra = divmod(int(total), max(int(partitions), 1))
-    return tuple(k + (i < extra) for i in range(max(int(partitions), 1)))
-
-
 def make_plan(partitions: int, *infos) -> Plan:
     sizes = tuple(int(n) for n, _ in infos)
-    out_sizes = balanced(sum(sizes), partitions)
+    out_sizes = plan.balanced(sum(sizes), partitions)
     widths = common_widths([w for _, w in infos])
     return Plan(sizes, widths, plan.sample_spacing(sizes, max(len(out_sizes) - 1, 1)), out_sizes)
 

@@ -171,10 +171,13 @@ def blocks(lengths, rows_per_block: int):
     return [(f, s, min(rows_per_block, n - s)) for f, n in enumerate(lengths) for s in range(0, n, rows_per_block)]
 
 
+def balanced(total: int, parts: int) -> tuple:
+    """Sizes of ``parts`` pieces of ``total`` rows, equal to within one row (the first ones larger)."""
+    parts = max(int(parts), 1)
+    base, extra = divmod(int(total), parts)
+    return tuple(base + (1 if t < extra else 0) for t in range(parts))
+
+
 def ranges(n: int, rows_per_range: int) -> tuple:
     """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
-    if n == 0:
-        return ()
-    k = -(-n // max(int(rows_per_range), 1))
-    base, extra = divmod(n, k)
-    return tuple(base + (1 if t < extra else 0) for t in range(k))
+    return balanced(n, -(-n // max(int(rows_per_range), 1))) if n else ()

@@ -1,7 +1,6 @@
 """dsort.frame_chunk: the dataframe sort's per-partition functions, without dask, against pandas."""
 
 import pandas as pd
-import pytest
 
 from .frame_cases import reference
 from dsort import frame_chunk as FC
@@ -21,12 +20,6 @@ def test_frame_chunk_functions_without_dask(rng):
     cut = FC.cuts(plan, wins, *[FC.window(spec, d, plan, wins, q) for q, d in enumerate(done)])
     out = [FC.merge(df.iloc[:0], cut, t, False, None, *[FC.take(spec, d, plan, cut, t, q) for q, d in enumerate(done)]) for t in range(4)]
     pd.testing.assert_frame_equal(pd.concat(out), reference(pd.concat(parts), ["s", "k"], [False, True]))
-
-
-@pytest.mark.parametrize("total,outputs", [(0, 3), (1, 4), (10, 3), (9, 3), (5, 1)])
-def test_balanced(total, outputs):
-    sizes = FC.balanced(total, outputs)
-    assert len(sizes) == outputs and sum(sizes) == total and max(sizes) - min(sizes) <= 1
 
 
 def test_merge_of_nothing_keeps_the_datas_dtypes():

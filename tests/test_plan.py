@@ -150,3 +150,9 @@ def test_offsets_are_the_exclusive_prefix_sum(rng):
         assert got.dtype == np.int64 and got.tolist() == expected
     assert plan.offsets(np.array([True, False, True])).tolist() == [0, 1, 1]
     assert plan.interior_targets([2, 3, 0, 4]).tolist() == [2, 5, 5] and plan.interior_targets([7]).tolist() == []
+
+
+@pytest.mark.parametrize("total,outputs", [(0, 3), (1, 4), (10, 3), (9, 3), (5, 1)])
+def test_balanced(total, outputs):
+    sizes = plan.balanced(total, outputs)
+    assert len(sizes) == outputs and sum(sizes) == total and max(sizes) - min(sizes) <= 1

@@ -129,10 +129,6 @@ def _less(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     return x < y
 
 
-def _key(x, descending, na_position):
-    return _order_key(x, descending, K.check_na_position(na_position))[0]
-
-
 def sort(keys, values=None, descending=False, na_position="last"):
     """Stable sort of ``keys`` (and of ``values`` alongside, returned as ``(keys, values)``)."""
     na_first = K.check_sort(keys, values, na_position)
