@@ -1,78 +1,14 @@
-"""dsort.io and dsort.dataframe without the command line."""
+"""dsort.io._output: OUTPUT checked before any work, written under a temporary name beside it and
+published whole by one rename; leftovers of killed runs removed, and nothing else."""
 
 import os
+import signal
 
-import numpy as np
 import pytest
 
-from dsort import gen
-from dsort.io import InputError, check_destination, discover, staged
-from dsort.io._output import MARKER, OutputExists
-from dsort.io import npy as npyio
-from dsort.io import records as recio
-
-
-def test_discover_file_directory_glob(tmp_path):
-    for name in ["b.bin", "a.bin", ".hidden", "_manifest"]:
-        (tmp_path / name).write_bytes(b"")
-    assert discover(tmp_path / "a.bin") == ("records", [tmp_path / "a.bin"], [])
-    assert discover(tmp_path) == ("records", [tmp_path / "a.bin", tmp_path / "b.bin"], [tmp_path])
-    assert discover(str(tmp_path / "*.bin"))[1] == [tmp_path / "a.bin", tmp_path / "b.bin"]
-    np.save(tmp_path / "x.npy", np.arange(3))
-    assert discover(tmp_path / "x.npy")[0] == "npy"
-    for fmt in (None, "records", "npy"):  # a stray .npy among records: refused, named, never dropped
-        with pytest.raises(InputError, match=r"several formats \(npy: x.npy; records: a.bin, b.bin\)"):
-            discover(tmp_path, fmt)
-    with pytest.raises(InputError, match="several formats"):
-        discover(str(tmp_path / "*"))
-    assert discover(str(tmp_path / "*.npy")) == ("npy", [tmp_path / "x.npy"], [])
-    (tmp_path / "x.npy").unlink()
-    (tmp_path / "p.parquet").write_bytes(b"")
-    with pytest.raises(InputError, match="several formats"):
-        discover(tmp_path)
-    with pytest.raises(InputError, match="does not exist"):
-        discover(tmp_path / "missing.bin")
-    with pytest.raises(InputError, match="no input file matches"):
-        discover(str(tmp_path / "*.nothing"))
-    (tmp_path / "dangling").symlink_to(tmp_path / "gone")
-    with pytest.raises(InputError, match="does not exist"):
-        discover(tmp_path / "dangling")
-
-
-def test_record_sizes_and_npy_headers_are_checked(tmp_path):
-    (tmp_path / "r.bin").write_bytes(bytes(250))
-    with pytest.raises(InputError, match="not a multiple of the record size 100"):
-        recio.lengths([tmp_path / "r.bin"], 100)
-    assert recio.lengths([tmp_path / "r.bin"], 50) == [5]
-    with pytest.raises(InputError, match="--key-size"):
-        recio.check_sizes(100, 0)
-    np.save(tmp_path / "two.npy", np.zeros((2, 2)))
-    np.save(tmp_path / "half.npy", np.zeros(3, np.float16))
-    np.save(tmp_path / "text.npy", np.array([b"a", b"b"]))
-    np.save(tmp_path / "big.npy", np.arange(3, dtype=">i8"))
-    (tmp_path / "junk.npy").write_bytes(b"not numpy")
-    for name, msg in [
-        ("two", "1-D"),
-        ("half", "unsupported dtype float16"),
-        ("text", "unsupported dtype"),
-        ("big", "byte order"),
-        ("junk", "not a readable .npy"),
-    ]:
-        with pytest.raises(InputError, match=msg):
-            npyio.header(tmp_path / f"{name}.npy")
-    np.save(tmp_path / "a.npy", np.arange(3, dtype=np.int32))
-    np.save(tmp_path / "b.npy", np.arange(3, dtype=np.int64))
-    with pytest.raises(InputError, match="different dtypes"):
-        npyio.inspect([tmp_path / "a.npy", tmp_path / "b.npy"])
-
-
-def test_read_blocks_are_bounded(tmp_path):
-    data = gen.record_chunk(0, 1000, seed=1)
-    data.tofile(tmp_path / "a.bin")
-    data[:300].tofile(tmp_path / "b.bin")
-    x = recio.read([tmp_path / "a.bin", tmp_path / "b.bin"], 100, 256)
-    assert x.chunks[0] == (256, 256, 256, 232, 256, 44)
-    np.testing.assert_array_equal(x.compute(scheduler="sync"), np.concatenate([data, data[:300]]))
+from dsort.io import InputError, check_destination, remove_leftovers, staged
+from dsort.io import _output
+from dsort.io._output import MARKER, OutputExists, temporary_name
 
 
 def test_destination_rules(tmp_path):
@@ -228,3 +164,138 @@ def test_leftovers_of_a_killed_run_are_removed_and_nothing_else(tmp_path, capsys
         tmp.write_bytes(b"new")
     assert sorted(os.listdir(tmp_path)) == sorted(n for n, keep in names.items() if keep)
     assert capsys.readouterr().err.count("left by an earlier run") == 2
+
+
+def test_input_inside_output_and_unusable_parents_are_refused(tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / "sub").mkdir(parents=True)
+    (out / "sub" / "a.bin").write_bytes(b"")
+    for inputs, dirs in (([out / "sub" / "a.bin"], []), ([], [out / "sub"])):
+        with pytest.raises(InputError, match="is inside OUTPUT"):
+            check_destination(out, inputs, overwrite=True, input_dirs=dirs)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
+    with pytest.raises(InputError, match="is not writable"):
+        check_destination(tmp_path / "new.bin", [], overwrite=False)
+
+
+def test_a_symlink_output_is_replaced_not_followed(tmp_path):
+    target = tmp_path / "target.bin"
+    target.write_bytes(b"kept")
+    link = tmp_path / "link.bin"
+    link.symlink_to(target)
+    with pytest.raises(InputError, match="--overwrite"):
+        check_destination(link, [], overwrite=False)
+    assert check_destination(link, [], overwrite=True) == link
+    with staged(link, overwrite=True) as tmp:
+        tmp.write_bytes(b"new")
+    assert not link.is_symlink() and link.read_bytes() == b"new" and target.read_bytes() == b"kept"
+    link.unlink()
+    link.symlink_to(target)  # a link to the input is the input
+    with pytest.raises(InputError, match="one of the input files"):
+        check_destination(link, [target], overwrite=True)
+
+
+def test_an_output_that_is_not_a_file_or_directory_is_never_replaced(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(InputError, match="not a regular file or directory"):
+        check_destination(fifo, [], overwrite=True)
+    with pytest.raises(InputError, match="not a regular file or directory"):
+        with staged(fifo, overwrite=True) as tmp:
+            tmp.write_bytes(b"x")
+    assert fifo.exists() and not fifo.is_file() and os.listdir(tmp_path) == ["pipe"]
+
+
+def test_temporary_names_are_hidden_beside_output_and_say_who_made_them(tmp_path):
+    out = tmp_path / "some.out.bin"
+    names = {temporary_name(out, kind) for kind in ("tmp", "old", "runs") for _ in range(20)}
+    assert len(names) == 60  # random parts: never the same name twice
+    for p in names:
+        assert p.parent == tmp_path
+        head, tag, pid, rand = p.name.rsplit("-", 3)
+        assert head == ".some.out.bin.dsort" and tag in ("tmp", "old", "runs") and int(pid) == os.getpid()
+        assert len(rand) == 8 and int(rand, 16) >= 0
+    # a name made by this process is one that remove_leftovers keeps (the process is alive)
+    for p in list(names)[:3]:
+        p.write_bytes(b"x")
+    assert remove_leftovers(tmp_path, out.name) == [] and len(os.listdir(tmp_path)) == 3
+
+
+def test_remove_leftovers_reports_what_it_removed(tmp_path, capsys):
+    import io
+    import subprocess
+
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    gone = [tmp_path / f".o.dsort-{kind}-{dead.pid}-{i:08x}" for i, kind in enumerate(("tmp", "old", "runs"))]
+    gone[0].write_bytes(b"x")
+    gone[1].mkdir()
+    (gone[1] / "part").write_bytes(b"p")
+    gone[2].mkdir()
+    kept = [
+        tmp_path / f".o.dsort-tmp-{dead.pid}-0123abc",  # 7 hex digits: not a dsort name
+        tmp_path / f".o.dsort-new-{dead.pid}-0123abcd",  # not a kind dsort makes
+        tmp_path / f".ox.dsort-tmp-{dead.pid}-0123abcd",  # another OUTPUT's
+        tmp_path / f"o.dsort-tmp-{dead.pid}-0123abcd",  # not hidden
+    ]
+    for p in kept:
+        p.write_bytes(b"k")
+    stream = io.StringIO()
+    assert sorted(remove_leftovers(tmp_path, "o", stream)) == sorted(gone)
+    assert sorted(os.listdir(tmp_path)) == sorted(p.name for p in kept)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 3 and all(f"process {dead.pid}" in line for line in lines) and capsys.readouterr().err == ""
+    assert remove_leftovers(tmp_path / "missing", "o", stream) == []
+
+
+@pytest.mark.parametrize("directory", [False, True])
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_publishing_without_renameat2(tmp_path, monkeypatch, directory, overwrite):
+    """On a kernel or file system without renameat2 the fallbacks keep the same promises: a new
+    OUTPUT appears whole, an existing one is replaced only with ``overwrite``, an OUTPUT that
+    appeared meanwhile is kept without it."""
+    monkeypatch.setattr(_output, "_renameat2", False)
+
+    def write(tmp, data):
+        if directory:
+            (tmp / "part").write_bytes(data)
+            _manifest(tmp, "part")
+        else:
+            tmp.write_bytes(data)
+
+    def read(p):
+        return (p / "part").read_bytes() if directory else p.read_bytes()
+
+    out = tmp_path / "out"
+    with staged(out, directory=directory, overwrite=overwrite) as tmp:
+        write(tmp, b"first")
+    assert read(out) == b"first"
+    if overwrite:
+        with staged(out, directory=directory, overwrite=True) as tmp:
+            write(tmp, b"second")
+        assert read(out) == b"second"
+    else:
+        late = tmp_path / "late"
+        with pytest.raises(OutputExists):
+            with staged(late, directory=directory) as tmp:
+                write(tmp, b"mine")
+                late.write_bytes(b"theirs")
+        assert late.read_bytes() == b"theirs"
+    assert not [n for n in os.listdir(tmp_path) if "dsort-" in n]
+
+
+def test_sigterm_while_staging_publishes_nothing(tmp_path):
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("staged turns SIGTERM into SystemExit only in the main thread")
+    out = tmp_path / "out.bin"
+    out.write_bytes(b"old")
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as e:
+        with staged(out, overwrite=True) as tmp:
+            tmp.write_bytes(b"half")
+            os.kill(os.getpid(), signal.SIGTERM)
+    assert e.value.code == 128 + signal.SIGTERM
+    assert out.read_bytes() == b"old" and os.listdir(tmp_path) == ["out.bin"]
+    assert signal.getsignal(signal.SIGTERM) is before  # the handler is the caller's again
