@@ -1,0 +1,219 @@
+"""dsort.io.parquet without the command line: row groups found and read, sort columns checked,
+value-only row hashes, a sort job's parts and manifest, and check tasks; pandas' stable
+``sort_values`` and pyarrow reading the files back are the references."""
+
+import dask
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dsort import valsort
+from dsort.io import InputError
+from dsort.io import parquet as pio
+
+
+def _frame(rng, n):
+    """Sort keys with ties, NaN, -0.0 and inf; ASCII strings (dsort and pandas agree on their
+    order); a payload column that tells rows apart."""
+    f = rng.choice(np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, 1.5, -2.5]), n)
+    return pd.DataFrame(
+        {
+            "i": rng.integers(-3, 3, n),
+            "f": f,
+            "s": ["".join(rng.choice(list("abAB"), int(k))) for k in rng.integers(0, 4, n)],
+            "row": np.arange(n),
+        }
+    )
+
+
+def _files(tmp_path, df, pieces, rng):
+    """``df`` cut into ``pieces`` files of random row groups; the files and their group sizes."""
+    cuts = np.sort(rng.integers(0, len(df) + 1, pieces - 1))
+    files, groups = [], []
+    for i, part in enumerate(np.split(np.arange(len(df)), cuts)):
+        size = int(rng.integers(1, 400))
+        files.append(tmp_path / f"in{i}.parquet")
+        pq.write_table(pa.Table.from_pandas(df.iloc[part], preserve_index=False), files[-1], row_group_size=size)
+        groups += [min(size, len(part) - s) for s in range(0, len(part), size)] or [0]
+    return files, groups
+
+
+def _reference(df, by, descending):
+    """pandas' stable sort, one column at a time from the last (a lexicographic stable sort)."""
+    for c in reversed(by):
+        df = df.sort_values(c, ascending=not descending, kind="stable", na_position="last")
+    return df.reset_index(drop=True)
+
+
+def test_row_groups_and_schema(tmp_path, rng):
+    df = _frame(rng, int(rng.integers(0, 2000)))
+    files, groups = _files(tmp_path, df, 3, rng)
+    parts, lens, schema = pio.row_groups(files)
+    assert lens == groups and sum(lens) == len(df)
+    assert parts == [(str(f), g) for f in files for g in range(pq.ParquetFile(f).num_row_groups)]
+    assert schema.equals(pq.read_schema(files[0]).remove_metadata()) and not schema.metadata
+    pq.write_table(pa.table({"i": [1], "other": [2]}), tmp_path / "names.parquet")
+    with pytest.raises(InputError, match=r"columns \['i', 'other'\] differ"):
+        pio.row_groups([files[0], tmp_path / "names.parquet"])
+    pq.write_table(pa.Table.from_pandas(df.astype({"i": "int32"}), preserve_index=False), tmp_path / "types.parquet")
+    with pytest.raises(InputError, match="i is int32 there, int64 in"):
+        pio.row_groups([files[0], tmp_path / "types.parquet"])
+    (tmp_path / "junk.parquet").write_bytes(b"PAR1 not really")
+    with pytest.raises(InputError, match="not a readable Parquet file"):
+        pio.row_groups([tmp_path / "junk.parquet"])
+    assert pio.row_groups([]) == ([], [], None)
+
+
+def test_check_columns(tmp_path):
+    schema = pa.schema([("i", pa.int64()), ("s", pa.string()), ("l", pa.list_(pa.int32())), ("d", pa.date32())])
+    pio.check_columns(["i", "s", "d"], schema, "here")
+    with pytest.raises(InputError, match="here: no column 'x', 'y'; its columns are i, s, l, d"):
+        pio.check_columns(["i", "x", "y"], schema, "here")
+    with pytest.raises(InputError, match="here: .*cannot sort by column 'l'"):
+        pio.check_columns(["i", "l"], schema, "here")
+    with pytest.raises(InputError, match=r"its columns are \(none\)"):
+        pio.check_columns(["i"], None, "here")
+
+
+def test_frame_is_arrow_backed_and_converts_back(rng):
+    n = int(rng.integers(0, 50))
+    words = [None if v == 0 else "é" * int(v) for v in rng.integers(0, 4, n)]
+    t = pa.table(
+        {
+            "sv": pa.array(words, pa.string_view()),
+            "bv": pa.array([None if w is None else w.encode() for w in words], pa.binary_view()),
+            "i": pa.array(rng.integers(-5, 5, n), mask=rng.random(n) < 0.3),
+            "lst": pa.array([[int(v)] * int(v) for v in rng.integers(0, 3, n)], pa.list_(pa.int8())),
+        }
+    )
+    df = pio.frame(t)
+    assert all(isinstance(d, pd.ArrowDtype) for d in df.dtypes)
+    assert [d.pyarrow_dtype for d in df.dtypes] == [pa.large_string(), pa.large_binary(), pa.int64(), pa.list_(pa.int8())]
+    assert list(df.columns) == t.column_names and isinstance(df.index, pd.RangeIndex)
+    for c in t.column_names:
+        assert pa.array(df[c]).to_pylist() == t[c].to_pylist()
+
+
+def test_read_and_read_row_group_are_the_files(tmp_path, rng):
+    df = _frame(rng, int(rng.integers(1, 1500)))
+    files, groups = _files(tmp_path, df, 2, rng)
+    ddf, lens, schema = pio.read(files)
+    assert lens == groups and ddf.npartitions == len(lens)
+    got = ddf.compute(scheduler="sync").reset_index(drop=True)
+    assert got.astype({"i": "int64", "f": "float64", "s": object, "row": "int64"}).equals(df.astype({"s": object}))
+    parts, _, _ = pio.row_groups(files)
+    g = int(rng.integers(0, len(parts)))
+    part = pio.read_row_group(parts[g])
+    want = pq.ParquetFile(parts[g][0]).read_row_group(parts[g][1])
+    assert len(part) == lens[g] and all(pa.array(part[c]).to_pylist() == want[c].to_pylist() for c in want.column_names)
+
+
+def test_a_damaged_row_group_is_named(tmp_path):
+    src = tmp_path / "in.parquet"
+    pq.write_table(pa.table({"k": np.arange(3000)}), src, row_group_size=1000)
+    page = pq.ParquetFile(src).metadata.row_group(1).column(0).data_page_offset
+    data = bytearray(src.read_bytes())
+    data[page : page + 16] = b"\xff" * 16
+    src.write_bytes(data)
+    assert len(pio.read_row_group((str(src), 0))) == 1000
+    with pytest.raises(InputError, match=rf"{src}: row group 1 is damaged \(") as e:
+        pio.read_row_group((str(src), 1))
+    assert "\n" not in str(e.value)
+
+
+def test_row_hashes_depend_on_the_values_alone(rng):
+    """A row's hash is the same wherever the row stands, whatever else its columns hold (nulls
+    beside it, other rows); rows that differ in any column hash apart."""
+    n = int(rng.integers(2, 400))
+    t = pa.table(
+        {
+            "i": pa.array(rng.integers(0, 10**12, n)),
+            "s": pa.array([str(v) for v in rng.integers(0, 10**12, n)]),
+            "l": pa.array([[int(v), None] for v in rng.integers(0, 5, n)], pa.list_(pa.int64())),
+        }
+    )
+    df = pio.frame(t)
+    h = pio.row_hashes(df)
+    assert h.dtype == np.uint64 and len(h) == n and len(set(h.tolist())) == n
+    p = rng.permutation(n)
+    np.testing.assert_array_equal(pio.row_hashes(df.iloc[p].reset_index(drop=True)), h[p])
+    np.testing.assert_array_equal(pio.row_hashes(df.iloc[:1]), h[:1])
+    with_nulls = pio.frame(t.set_column(0, "i", pa.array(t["i"].to_pylist()[:-1] + [None])))
+    np.testing.assert_array_equal(pio.row_hashes(with_nulls)[:-1], h[:-1])  # NumPy would make them floats
+    assert pio.row_hashes(with_nulls)[-1] != h[-1]
+    assert len(pio.row_hashes(df.iloc[:0])) == 0
+
+
+@pytest.mark.parametrize("by", [["i"], ["f"], ["s"], ["i", "f"], ["s", "i", "f"]])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("external", [False, True])
+def test_sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, external):
+    n = int(rng.integers(1, 3000))
+    df = _frame(rng, n)
+    src = tmp_path / "src"
+    src.mkdir()
+    files, groups = _files(src, df, int(rng.integers(1, 4)), rng)
+    out = tmp_path / "out"
+    out.mkdir()
+    job = pio.sort_job(files, out, by=by, descending=descending, external=external, local_directory=tmp_path / "runs")
+    assert job.records == n and len(job.outputs) == len(groups)
+    inputs, outputs = dask.compute(job.inputs, job.outputs, scheduler="sync")
+    job.finish(outputs)
+    manifest = pio.manifest(out)
+    assert manifest["by"] == by and manifest["ascending"] == [not descending] * len(by) and manifest["records"] == n
+    assert [p["rows"] for p in manifest["parts"]] == [s.records for s in outputs] and sum(s.records for s in outputs) == n
+    assert int(manifest["checksum"], 16) == sum(s.checksum for s in inputs)
+    got = pd.concat([pq.read_table(out / p["path"]).to_pandas() for p in manifest["parts"]], ignore_index=True)
+    pd.testing.assert_frame_equal(got, _reference(df, by, descending), check_dtype=False)
+    assert sorted(p.name for p in out.iterdir()) == sorted([pio.MANIFEST, *(p["path"] for p in manifest["parts"])])
+    check = pio.check_tasks([out / p["path"] for p in manifest["parts"]], order=manifest)
+    total = valsort.combine(dask.compute(*check, scheduler="sync"))
+    assert (total.records, total.unordered, total.checksum) == (n, 0, int(manifest["checksum"], 16))
+
+
+def test_sort_job_of_no_rows_writes_one_empty_part(tmp_path):
+    pq.write_table(pa.table({"a": pa.array([], pa.int32()), "s": pa.array([], pa.string())}), tmp_path / "e.parquet")
+    out = tmp_path / "out"
+    out.mkdir()
+    job = pio.sort_job([tmp_path / "e.parquet"], out, by=["a"], descending=False)
+    assert (job.records, job.inputs, job.outputs) == (0, [], [])
+    job.finish([])
+    assert pio.manifest(out)["parts"] == [{"path": "part-00000.parquet", "rows": 0}]
+    t = pq.read_table(out / "part-00000.parquet")
+    assert t.num_rows == 0 and t.schema.equals(pq.read_schema(tmp_path / "e.parquet").remove_metadata())
+
+
+def test_manifest_is_none_without_one(tmp_path):
+    assert pio.manifest(tmp_path) is None
+    (tmp_path / pio.MANIFEST).write_text('{"by": ["x"]}')
+    assert pio.manifest(tmp_path) == {"by": ["x"]}
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_check_tasks_count_out_of_order_rows_like_python(tmp_path, rng, descending):
+    n = int(rng.integers(0, 2000))
+    df = pd.DataFrame({"a": rng.integers(-3, 3, n), "b": rng.integers(-2, 2, n), "p": rng.random(n)})
+    files, _ = _files(tmp_path, df, 2, rng)
+    keys = list(zip(df["a"].tolist(), df["b"].tolist()))
+    later = [(k < p) if not descending else (k > p) for p, k in zip(keys, keys[1:])]
+    total = valsort.combine(dask.compute(*pio.check_tasks(files, by=["a", "b"], descending=descending), scheduler="sync"))
+    assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))
+    assert total.first_unordered == (later.index(True) + 1 if any(later) else None)
+    shuffled = tmp_path / "shuffled.parquet"
+    pq.write_table(pa.Table.from_pandas(df.sample(frac=1, random_state=int(rng.integers(2**31))), preserve_index=False), shuffled)
+    again = valsort.combine(dask.compute(*pio.check_tasks([shuffled], by=["a", "b"]), scheduler="sync"))
+    assert again.checksum == total.checksum and again.records == n  # a sum: the order does not change it
+
+
+def test_check_tasks_need_the_sort_columns(tmp_path):
+    pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "t.parquet")
+    with pytest.raises(InputError, match="pass --by"):
+        pio.check_tasks([tmp_path / "t.parquet"])
+    order = {"by": ["a"], "ascending": [True]}
+    with pytest.raises(InputError, match="--descending: this directory's _dsort.json says it was sorted by a ascending"):
+        pio.check_tasks([tmp_path / "t.parquet"], descending=True, order=order)
+    assert len(pio.check_tasks([tmp_path / "t.parquet"], order=order)) == 1
+    with pytest.raises(InputError, match="no column 'x'"):
+        pio.check_tasks([tmp_path / "t.parquet"], by=["x"])
