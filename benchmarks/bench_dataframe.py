@@ -40,7 +40,7 @@ def main() -> None:
     import dask.dataframe as dd
     import numpy as np
     import pandas as pd
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster, get_task_stream, wait
 
     from dsort.dataframe import sort_values
 
@@ -55,6 +55,7 @@ def main() -> None:
     p.add_argument("--cpu-threads", type=int, default=4)
     p.add_argument("--gpu-threads", type=int, default=8)
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
+    p.add_argument("--timeline", action="store_true", help="print each case's task phases in its last round (where the time went)")
     a = p.parse_args()
     if a.gpu:
         return gpu_case(a)
@@ -76,10 +77,13 @@ def main() -> None:
                 times = {c: [] for c in cases}
                 for i in range(a.repeat + 1):  # the first round warms the workers up
                     for c in list(cases)[:: 1 if i % 2 else -1]:
-                        t = time.perf_counter()
-                        out = cases[c](fresh(df, i)).persist()
-                        wait(out)
-                        dt = time.perf_counter() - t
+                        with get_task_stream() as stream:
+                            t = time.perf_counter()
+                            out = cases[c](fresh(df, i)).persist()
+                            wait(out)
+                            dt = time.perf_counter() - t
+                        if a.timeline and i == a.repeat:
+                            timeline(f"{c} by {','.join(by)}, {dt:.2f} s", stream.data)
                         if i:
                             times[c].append(dt)
                         if i == 1:
@@ -96,6 +100,24 @@ def main() -> None:
                     print(rows[-1], flush=True)
     write_json(a.json, rows, rows_=n, parts=a.parts, repeat=a.repeat)
     print_table(rows, ["by", "case", "median s", "vs dask"])
+
+
+def timeline(title, records) -> None:
+    """Where one sort's time went: per task group (and for transfers between workers) the number
+    of tasks, the first start and last end (seconds from the first task's start) and the summed
+    busy seconds."""
+    from dask.utils import key_split
+
+    spans = {}
+    for r in records:
+        for ss in r.get("startstops", ()):
+            g = key_split(r["key"]) if ss["action"] == "compute" else ss["action"]
+            spans.setdefault(g, []).append((ss["start"], ss["stop"]))
+    t0 = min((a for v in spans.values() for a, _ in v), default=0.0)
+    print(f"-- {title}: group, tasks, first, last, busy s")
+    for g, v in sorted(spans.items(), key=lambda kv: min(a for a, _ in kv[1])):
+        first, last, busy = min(a for a, _ in v) - t0, max(b for _, b in v) - t0, sum(b - a for a, b in v)
+        print(f"   {g[:32]:32s} {len(v):5d} {first:7.3f} {last:7.3f} {busy:7.3f}", flush=True)
 
 
 def _make(i, rows, seed=0):
