@@ -1,15 +1,10 @@
-"""The CuPy engine's kernels at the sizes and inputs that stress them (needs a CUDA device).
-
-The oracle is the NumPy engine (itself checked against Python's ``sorted`` in test_engine.py);
-at 2^28 and beyond, checks run on the device: CuPy's sort for keys, and for permutations the
-stability property (keys[perm] in order, equal keys with increasing positions).
-"""
+"""Host copies to and from a CUDA device (``dsort.engine.device``'s GPU paths), around the
+page-locked path's size threshold and from threads whose pages overlap (needs a CUDA device).
+The CuPy engine's own tests are in test_cupy_engine.py."""
 
 import numpy as np
 import pytest
 
-from dsort.engine import numpy_engine as ne
-from dsort.engine._kernels import Target, tunings
 
 from .conftest import HAS_GPU
 from .reference import make_keys
@@ -19,197 +14,12 @@ pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA d
 if HAS_GPU:
     import cupy
 
-    from dsort.engine import _cuda
-    from dsort.engine import cupy_engine as ce
     from dsort.engine import device as dv
 
 
 def same(x, y):
     x, y = np.ascontiguousarray(x), np.ascontiguousarray(y)
     return x.dtype == y.dtype and x.shape == y.shape and x.view(np.uint8).tobytes() == y.view(np.uint8).tobytes()
-
-
-def _tiles():
-    """Blocksort and merge tiles of every key and value size, as the kernel plans have them on this
-    device (on the H100 where there is none: the tests then skip)."""
-    target = _cuda.target() if HAS_GPU else Target(90, 227 * 1024)
-    return sorted({x for t in tunings(target).values() for x in (t.tile_sort, t.tile_merge)})
-
-
-def _sizes():
-    sizes = {0, 1, 2, 100_003}
-    for t in _tiles():
-        sizes |= {t - 1, t, t + 1, 3 * t + 5}
-    for k in (13, 16, 18, 20):
-        sizes |= {2**k - 1, 2**k + 1}
-    return sorted(sizes)
-
-
-@pytest.mark.parametrize("n", _sizes())
-@pytest.mark.parametrize("dtype", ["uint32", "int64", "float64", "float32", "rows10", "int16"])
-def test_sizes_against_numpy_engine(rng, n, dtype):
-    x = make_keys(dtype, "random", n, rng)
-    dx = cupy.asarray(x)
-    for descending in (False, True):
-        want = ne.argsort(x, descending=descending)
-        assert same(cupy.asnumpy(ce.argsort(dx, descending=descending)), want)
-        assert same(cupy.asnumpy(ce.sort(dx, descending=descending)), x[want])
-    v = rng.integers(0, 2**62, n)
-    k, vv = ce.sort(dx, cupy.asarray(v), na_position="first")
-    want = ne.argsort(x, na_position="first")
-    assert same(cupy.asnumpy(k), x[want]) and same(cupy.asnumpy(vv), v[want])
-
-
-@pytest.mark.parametrize("dtype", ["uint32", "int64", "float64", "rows10", "bool", "int8"])
-@pytest.mark.parametrize("case", ["dups", "equal", "special"])
-def test_heavy_ties_are_stable(rng, dtype, case):
-    n = 300_001
-    x = make_keys(dtype, case, n, rng)
-    dx = cupy.asarray(x)
-    for descending in (False, True):
-        for na in ("last", "first"):
-            want = ne.argsort(x, descending=descending, na_position=na)
-            assert same(cupy.asnumpy(ce.argsort(dx, descending=descending, na_position=na)), want)
-
-
-@pytest.mark.parametrize("dtype", ["uint32", "float64", "rows10", "rows3", "rows20", "uint8"])
-@pytest.mark.parametrize("case", ["sorted", "reverse", "equal", "dups"])
-def test_presorted_inputs(rng, dtype, case):
-    """Sorted and reverse-sorted inputs take the one-pass path; reversed runs with ties must not."""
-    n = 50_000
-    x = make_keys(dtype, case if case != "dups" else "dups", n, rng)
-    if case == "dups":
-        x = x[ne.argsort(x, descending=True)]  # reverse-sorted with ties: reversal is not stable
-    dx = cupy.asarray(x)
-    v = np.arange(n, dtype=np.float32)
-    for descending in (False, True):
-        want = ne.argsort(x, descending=descending)
-        assert same(cupy.asnumpy(ce.argsort(dx, descending=descending)), want)
-        k, vv = ce.sort(dx, cupy.asarray(v), descending=descending)
-        assert same(cupy.asnumpy(k), x[want]) and same(cupy.asnumpy(vv), v[want])
-        assert ce.is_sorted(ce.sort(dx, descending=descending), descending=descending)
-
-
-@pytest.mark.parametrize("dtype", ["uint32", "int64", "float32", "float64", "rows10", "rows8", "rows20", "int16"])
-@pytest.mark.parametrize("shape", ["random", "disjoint", "interleaved-ties"])
-def test_merge_large(rng, dtype, shape):
-    m, n = 123_457, 200_003
-    c = make_keys(dtype, "dups" if shape == "interleaved-ties" else "random", m + n, rng)
-    for descending in (False, True):
-        if shape == "disjoint":  # every key of a before every key of b: the one-sided copy path
-            c = c[ne.argsort(c, descending=descending)]
-            a, b = c[:m], c[m:]
-        else:
-            a, b = c[:m], c[m:]
-            a, b = a[ne.argsort(a, descending=descending)], b[ne.argsort(b, descending=descending)]
-        want = ne.merge(a, b, np.arange(m), np.arange(m, m + n), descending=descending)
-        da, db = cupy.asarray(a), cupy.asarray(b)
-        assert same(cupy.asnumpy(ce.merge(da, db, descending=descending)), want[0])
-        k, v = ce.merge(da, db, cupy.arange(m), cupy.arange(m, m + n), descending=descending)
-        assert same(cupy.asnumpy(k), want[0]) and same(cupy.asnumpy(v), want[1])
-        # values of other shapes and sizes: moved by the merge permutation
-        ra, rb = rng.integers(0, 256, (m, 3), dtype=np.uint8), rng.integers(0, 256, (n, 3), dtype=np.uint8)
-        _, rv = ce.merge(da, db, cupy.asarray(ra), cupy.asarray(rb), descending=descending)
-        assert same(cupy.asnumpy(rv), np.concatenate([ra, rb])[want[1]])
-        d = np.unique(np.concatenate([[0, m + n], rng.integers(0, m + n + 1, 1000)]))
-        assert same(
-            cupy.asnumpy(ce.merge_path(da, db, cupy.asarray(d), descending=descending)), ne.merge_path(a, b, d, descending=descending)
-        )
-
-
-@pytest.mark.parametrize("values", ["int16", "rows90", "float32", "uint64", "int64-strided"])
-def test_values_of_every_shape(rng, values):
-    n = 40_001
-    x = make_keys("int64", "dups", n, rng)
-    if values == "rows90":
-        v = rng.integers(0, 256, (n, 90), dtype=np.uint8)
-    elif values == "int64-strided":
-        v = rng.integers(-(2**62), 2**62, 2 * n)[::2]
-    else:
-        v = rng.integers(0, 1000, n).astype(values)
-    want = ne.argsort(x, descending=True)
-    k, vv = ce.sort(cupy.asarray(x), cupy.asarray(v), descending=True)
-    assert same(cupy.asnumpy(k), x[want]) and same(cupy.asnumpy(vv), v[want])
-
-
-@pytest.mark.parametrize("width", [1, 7, 8, 9, 16, 17, 33])
-def test_byte_keys_of_every_width(rng, width):
-    n = 20_000
-    x = rng.choice(np.array([0, 1, 0x7F, 0x80, 0xFF], np.uint8), (n, width))
-    dx = cupy.asarray(x)
-    for descending in (False, True):
-        want = ne.argsort(x, descending=descending)
-        assert same(cupy.asnumpy(ce.argsort(dx, descending=descending)), want)
-        assert same(cupy.asnumpy(ce.sort(dx, descending=descending)), x[want])
-        s = x[want]
-        probes = np.concatenate([x[:100], rng.integers(0, 256, (100, width), dtype=np.uint8)])
-        for side in ("left", "right"):
-            got = ce.searchsorted(cupy.asarray(s), cupy.asarray(probes), side=side, descending=descending)
-            assert same(cupy.asnumpy(got), ne.searchsorted(s, probes, side=side, descending=descending))
-
-
-def _check_stable_permutation(x, perm):
-    """On the device: perm is a permutation and x[perm] is ascending with ties in input order."""
-    n = len(x)
-    assert perm.dtype == cupy.int64 and len(perm) == n
-    seen = cupy.zeros(n, dtype=cupy.int8)
-    seen[perm] = 1
-    assert int(seen.sum()) == n
-    k = x[perm]
-    ok = (k[1:] > k[:-1]) | ((k[1:] == k[:-1]) & (perm[1:] > perm[:-1]))
-    assert bool(ok.all())
-
-
-def test_2_28_uint32():
-    n = 2**28
-    x = (cupy.random.random(n) * 2**32).astype(cupy.uint32)
-    assert bool((ce.sort(x) == cupy.sort(x)).all())
-    _check_stable_permutation(x, ce.argsort(x))
-    lo = x % 1000  # heavy ties at full size
-    _check_stable_permutation(lo, ce.argsort(lo))
-
-
-def test_2_28_float64_merge():
-    n = 2**27
-    a = cupy.sort(cupy.random.standard_normal(n))
-    b = cupy.sort(cupy.random.standard_normal(n))
-    got = ce.merge(a, b)
-    assert bool((got == cupy.sort(cupy.concatenate([a, b]))).all())
-
-
-def test_beyond_2_31_elements():
-    """No 32-bit index overflow: 2^31 + 5 one-byte keys (widened to int32 inside)."""
-    free, _ = cupy.cuda.Device().mem_info
-    if free < 40 * 2**30:
-        pytest.skip("needs about 40 GiB of free device memory")
-    n = 2**31 + 5
-    x = (cupy.arange(n, dtype=cupy.uint32) % 251).astype(cupy.uint8)
-    s = ce.sort(x)
-    counts = cupy.bincount(x, minlength=256)
-    assert bool((s[1:] >= s[:-1]).all()) and bool((cupy.bincount(s, minlength=256) == counts).all())
-    del s
-    m = 2**30 + 3  # a merge whose output passes 2^31
-    a = cupy.zeros(m, dtype=cupy.int8)
-    b = cupy.ones(n - m, dtype=cupy.int8)
-    out = ce.merge(b, a, descending=True)
-    assert int(out[: n - m].sum()) == n - m and int(out[n - m :].sum()) == 0
-
-
-def test_presorted_large():
-    """The persistent check walks many tiles per CTA; one late disorder must still be found."""
-    n = 2**24 + 3
-    x = cupy.sort((cupy.random.random(n) * 2**32).astype(cupy.uint32))
-    assert bool((ce.sort(x) == x).all())
-    assert bool((ce.argsort(x) == cupy.arange(n)).all())
-    r = cupy.ascontiguousarray(x[::-1])  # reversed, with ties: needs the full sort
-    assert bool((ce.sort(r) == x).all())
-    u = cupy.arange(n, dtype=cupy.int64)[::-1].copy()  # strictly reversed: reversal is the sort
-    assert bool((ce.argsort(u) == cupy.arange(n - 1, -1, -1)).all())
-    assert bool((ce.sort(u) == cupy.arange(n)).all())
-    late = x.copy()
-    late[-1] = 0
-    assert bool((ce.sort(late) == cupy.sort(late)).all())
-    assert not ce.is_sorted(late) and ce.is_sorted(x)
 
 
 @pytest.mark.parametrize("rows", [0, 1, 1000, "threshold-1", "threshold", "threshold+1", 3_000_001])
