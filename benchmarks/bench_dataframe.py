@@ -174,20 +174,26 @@ def fresh(df, i):
     return df.map_partitions(_same, token=f"bench-{i}-{time.time_ns()}")
 
 
-def _timed(fn, repeat, check):
+def _timed(fn, repeat, check, title=None):
+    """Median seconds of ``repeat`` rounds of ``fn(i).persist()`` after a checked warm-up round;
+    with ``title``, the last round's task phases are printed (:func:`timeline`)."""
     import statistics
 
-    from distributed import wait
+    from distributed import get_task_stream, wait
 
     times = []
     for i in range(repeat + 1):  # the first round warms the workers up (and is checked)
-        t = time.perf_counter()
-        out = fn(i).persist()
-        wait(out)
+        with get_task_stream() as stream:
+            t = time.perf_counter()
+            out = fn(i).persist()
+            wait(out)
+            dt = time.perf_counter() - t
         if i:
-            times.append(time.perf_counter() - t)
+            times.append(dt)
         else:
             check(out)
+        if title and i == repeat:
+            timeline(f"{title}, {dt:.2f} s", stream.data)
         del out
     return statistics.median(times)
 
@@ -219,7 +225,7 @@ def gpu_case(a) -> None:
                     "dsort (CPU)": lambda i: sort_values(fresh(df, i), "k"),
                 }
                 for name, fn in cpu.items():
-                    t = _timed(fn, a.repeat, lambda out: _check(out, expected))
+                    t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and name)
                     rows.append({"case": name, "workers": f"{a.cpu_workers} x {a.cpu_threads} CPU threads", "median s": t})
                     print(rows[-1], flush=True)
                 del df
@@ -241,7 +247,8 @@ def gpu_case(a) -> None:
                     client.register_plugin(_OneGPU(gpus))
                 gpus = len({w.get("name") for w in client.scheduler_info()["workers"].values()}) // max(a.per_gpu, 1)
                 df = frame()
-                t = _timed(lambda i: sort_values(fresh(df, i), "k", device="gpu"), a.repeat, lambda out: _check(out, expected))
+                fn = lambda i: sort_values(fresh(df, i), "k", device="gpu")  # noqa: E731
+                t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and "dsort device='gpu'")
                 workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads"
                 rows.append({"case": "dsort device='gpu'", "workers": workers, "median s": t})
     base = rows[0]["median s"]
