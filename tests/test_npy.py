@@ -61,11 +61,6 @@ def test_one_byte_dtypes_of_either_byte_order_are_accepted(tmp_path):
             npyio.header(tmp_path / "x.npy")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="dsort/io/npy.py header(): np.load(mmap_mode='r') raises ValueError on a short file first, so the "
-    "'truncated .npy file' message is never reached; the user reads 'damaged or not .npy: ValueError'",
-)
 def test_a_truncated_npy_file_says_so(tmp_path, rng):
     n = int(rng.integers(2, 100))
     np.save(tmp_path / "x.npy", rng.integers(0, 9, n))

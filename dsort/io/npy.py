@@ -17,17 +17,14 @@ _KINDS = "biuf"
 
 def header(path) -> tuple[np.dtype, int, int]:
     """``(dtype, length, data offset)`` of a 1-D ``.npy`` file dsort can sort, else :class:`InputError`."""
-    try:
-        m = np.load(path, mmap_mode="r")
-        shape, dtype, offset = m.shape, m.dtype, getattr(m, "offset", None)
-        del m
-    except Exception as e:  # NumPy raises many types for a damaged header (ValueError, SyntaxError, TokenError...)
-        raise InputError(f"{path}: not a readable .npy file (damaged or not .npy: {type(e).__name__})") from None
-    if offset is None:  # an empty array: NumPy maps nothing, so read the header's length
+    try:  # the header alone (a memory map would refuse a truncated file before its size is checked)
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            (np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0)(f)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            shape, fortran, dtype = read(f, max_header_size=1 << 20)
             offset = f.tell()
+    except Exception as e:  # NumPy raises many types for a damaged header (ValueError, SyntaxError, TokenError...)
+        raise InputError(f"{path}: not a readable .npy file (damaged or not .npy: {type(e).__name__})") from None
     if len(shape) != 1:
         raise InputError(f"{path}: dsort sorts 1-D arrays; this .npy holds shape {shape}")
     if dtype.kind not in _KINDS or (dtype.kind == "f" and dtype.itemsize not in (4, 8)) or dtype.hasobject:
