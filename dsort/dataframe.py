@@ -19,7 +19,8 @@ the slices travel, once. Building the result runs nothing: the input is read onc
 Graph phases (task groups on the dashboard, :mod:`dsort.tasks`): ``dsort-sort`` (one per input
 partition), ``dsort-info``, ``dsort-plan``, ``dsort-sample``, ``dsort-bounds``, ``dsort-window``,
 ``dsort-cuts`` (small), ``dsort-slice`` (one per input and output partition; it runs where the
-sorted partition lives), ``dsort-merge`` (one per output partition).
+sorted partition lives), ``dsort-sliced`` (one per input partition: all its slices made),
+``dsort-merge`` (one per output partition, after every ``dsort-sliced``).
 
 Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`).
 """
@@ -198,14 +199,25 @@ class _Graph:
         if cut is not None:
             cuts, partitions = T.name(T.CUTS, f"given-{self.token}"), len(cut) - 1
             self.dsk[cuts] = cut
+        slices = T.name(T.SLICE, self.token)
+        for t in range(partitions):
+            for i, s in enumerate(self.sorted):
+                self._add((slices, t, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), t, i)
+        # Every part's slices are made before any merge starts: a worker (one thread, say) would
+        # otherwise run its own merges first, by dask's order, while another's merges wait for its slices.
+        ready = [
+            self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, t, i)) for t in range(partitions)])
+            for i in range(len(self.sorted))
+        ]
         merges = []
         for t in range(partitions):
-            pieces = [
-                self._add((T.name(T.SLICE, self.token), t, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), t, i)
-                for i, s in enumerate(self.sorted)
-            ]
             key = (T.name(T.MERGE, self.token), t)
-            merges.append(self._add(key, F.merge, self.df._meta, T.ref(cuts), t, self.ignore_index, self.device, *map(T.ref, pieces)))
+            pieces = [T.ref((slices, t, i)) for i in range(len(self.sorted))]
+            merges.append(
+                self._add(
+                    key, F.merge_after, list(map(T.ref, ready)), self.df._meta, T.ref(cuts), t, self.ignore_index, self.device, *pieces
+                )
+            )
         return _collection(self.df, self.dsk, self.df._meta, divisions, merges, self.token)
 
     def persist_cuts(self):

@@ -30,6 +30,14 @@ class Sorted:
     keys: np.ndarray
     widths: tuple
 
+    def __sizeof__(self) -> int:
+        """Its rows' and keys' bytes, as dask measures a frame: the scheduler places the tasks
+        that read a sorted part (its sample, windows and slices) by the bytes they would move; a
+        size of a few bytes would let it move whole parts between workers instead."""
+        from dask.sizeof import sizeof
+
+        return sizeof(self.frame) + self.keys.nbytes + object.__sizeof__(self)
+
 
 @dataclass(frozen=True)
 class Plan:
@@ -107,6 +115,17 @@ def take(spec: KeySpec, part: Sorted, p: Plan, cut, t: int, q: int):
     """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``."""
     a, b = int(cut[t, q]), int(cut[t + 1, q])
     return part.frame.iloc[a:b], part_keys(spec, part, p, a, b)
+
+
+def sliced(*pieces) -> int:
+    """A part's marker: every one of its slices is made (their count). The merges wait for every
+    part's marker, so no worker runs a merge while another still waits for its slices."""
+    return len(pieces)
+
+
+def merge_after(ready, meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
+    """:func:`merge`, once the markers ``ready`` (:func:`sliced`) are there."""
+    return merge(meta, cut, t, ignore_index, device, *pieces)
 
 
 def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) -> pd.DataFrame:

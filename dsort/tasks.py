@@ -31,6 +31,7 @@ BOUNDS = "dsort-bounds"  # windows around every cut, from the samples
 WINDOW = "dsort-window"  # a part's keys inside the windows
 SPLITTERS = "dsort-splitters"  # exact cuts, from the windows
 SLICE = "dsort-slice"  # the piece of a part that one output chunk takes
+SLICED = "dsort-sliced"  # a dataframe part's marker: all its slices made (the merges wait for every part's)
 MERGE = "dsort-merge"  # an output chunk or range merged from its pieces of every run
 SLICES = "dsort-slices"  # slices of runs read on the worker whose disk holds them, for a merge
 SORTED_KEYS = "dsort-sorted-keys"  # an output chunk's keys

@@ -392,3 +392,26 @@ def test_a_tuple_is_one_column_label():
     df = pd.DataFrame({("a", "b"): [3, 1, 2], ("a", "c"): [0, 1, 2]})
     got = sort_values(dd.from_pandas(df, npartitions=2), ("a", "b")).compute(scheduler="sync")
     pd.testing.assert_frame_equal(got, df.sort_values(("a", "b"), kind="stable"))
+
+
+def test_merges_wait_for_every_parts_slices(rng):
+    """Each merge depends on every part's marker (all its slices made), so a worker never runs
+    its merges while another waits for its slices."""
+    from dask.core import get_dependencies
+    from dask.utils import key_split
+
+    from dsort import tasks as T
+
+    d = dd.from_pandas(pd.DataFrame({"k": rng.integers(0, 99, 200)}), npartitions=4)
+    out = sort_values(d, "k", npartitions=3, strategy="memory")
+    graph = dict(out.__dask_graph__())
+    kinds = {k: key_split(k) for k in graph}
+    markers = {k for k, v in kinds.items() if v == T.SLICED}
+    merges = [k for k, v in kinds.items() if v == T.MERGE]
+    assert len(markers) == 4 and len(merges) == 3
+    for m in merges:
+        assert markers <= set(get_dependencies(graph, m))
+    for k in markers:  # a marker depends on its own part's slices only: no data moves for it
+        deps = get_dependencies(graph, k)
+        assert len(deps) == 3 and {kinds[x] for x in deps} == {T.SLICE} and {x[2] for x in deps} == {k[1]}
+    pd.testing.assert_frame_equal(out.compute(), d.compute().sort_values("k", kind="stable"))

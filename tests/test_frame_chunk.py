@@ -34,3 +34,14 @@ def test_merge_of_nothing_keeps_the_datas_dtypes():
     assert len(empty) == 0 and empty["s"].dtype == object
     one = FC.merge(meta, cut, 0, True, None, FC.take(spec, done, plan, cut, 0, 0))
     assert one["s"].tolist() == ["a"] and list(one.index) == [0]
+
+
+def test_a_sorted_part_tells_dask_its_bytes(rng):
+    """The scheduler places the tasks that read a sorted part by the bytes they would move: a
+    part that claimed a few bytes would be copied whole between workers."""
+    from dask.sizeof import sizeof
+
+    n = int(rng.integers(1000, 5000))
+    df = pd.DataFrame({"k": rng.integers(0, 9, n), "s": rng.choice(["a", "bb", "ccc"], n)})
+    done = FC.sort_part(df, KeySpec.of(df, ["k", "s"]))
+    assert sizeof(done) >= sizeof(done.frame) + done.keys.nbytes >= n * 9
