@@ -86,9 +86,12 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         raise unordered(s)
     if descending:
         v = ~v
-    flag = (na if not na_first else ~na).astype(np.uint8).reshape(n, 1)
-    v = np.where(na[:, None], 0, v).astype(np.uint8)
-    return np.concatenate([flag, v], axis=1)
+    out = np.empty((n, 1 + v.shape[1]), np.uint8)  # one allocation, each byte written once
+    out[:, 0] = na if not na_first else ~na
+    out[:, 1:] = v
+    if na.any():
+        out[na, 1:] = 0
+    return out
 
 
 def unordered(s: pd.Series) -> TypeError:
@@ -244,7 +247,7 @@ class KeySpec:
         widths = tuple(widths) if widths is not None else self.widths(df)
         na_first = self.na_position == "first"
         cols = [_column_key(column(df, c), w, not a, na_first) for c, a, w in zip(self.by, self.ascending, widths)]
-        return np.ascontiguousarray(np.concatenate(cols, axis=1)), widths
+        return (cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)), widths
 
 
 def common_widths(all_widths) -> tuple:

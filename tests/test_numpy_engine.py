@@ -27,15 +27,29 @@ def test_byte_keys_argsort_like_memcmp(rng, width, constant, descending, n):
     np.testing.assert_array_equal(keys, rows[_reference(rows, descending)])
 
 
+@pytest.mark.parametrize("width", [5, 8, 9, 12, 16])
 @pytest.mark.parametrize("varying", [0, 1, 7, 8, 9])
-def test_packed_only_where_it_keeps_the_order(rng, varying):
-    rows = np.zeros((50, 12), np.uint8)
-    rows[:, 2 : 2 + varying] = rng.integers(0, 256, (50, varying), dtype=np.uint8)
-    packed = E._packed(rows.view("S12").reshape(-1))
-    if varying > 8:
+@pytest.mark.parametrize("where", ["first", "last", "middle", "scattered"])
+def test_packed_only_where_it_keeps_the_order(rng, width, varying, where):
+    """Byte keys packed into one uint64 where at most 8 byte columns vary, wherever they lie (a
+    run of them read in place as one word, others gathered), keep the keys' order; else None."""
+    if varying > width:
+        pytest.skip("more varying bytes than the key has")
+    n = int(rng.integers(2, 300))
+    rows = np.tile(rng.integers(0, 256, width, dtype=np.uint8), (n, 1))  # equal bytes: any value
+    cols = {
+        "first": np.arange(varying),
+        "last": np.arange(width - varying, width),
+        "middle": np.arange(varying) + (width - varying) // 2,
+        "scattered": np.sort(rng.choice(width, varying, replace=False)),
+    }[where]
+    rows[:, cols] = rng.integers(0, 4 if n > 100 else 256, (n, varying), dtype=np.uint8)  # ties too
+    packed = E._packed(rows.view(f"S{width}").reshape(-1))
+    actual = sum(len(set(rows[:, j].tolist())) > 1 for j in range(width))  # random columns may come out equal
+    if actual > 8:
         assert packed is None
     else:
-        assert packed.dtype == np.uint64
+        assert packed is not None and packed.dtype == np.uint64 and len(packed) == n
         order = np.argsort(packed, kind="stable")
         assert order.tolist() == _reference(rows, False)
 

@@ -83,9 +83,16 @@ def _packed(s: np.ndarray) -> np.ndarray | None:
     vary: a column equal in every key decides no comparison, and NumPy sorts integers faster than
     byte strings (a 9-byte key of a number and its missing-value flag, say). Else None."""
     rows = s.view(np.uint8).reshape(len(s), s.dtype.itemsize)
-    varying = [j for j in range(rows.shape[1]) if (rows[:, j] != rows[0, j]).any()]  # column by column: no n x width temporaries
+    width = rows.shape[1]
+    varying = [j for j in range(width) if (rows[:, j] != rows[0, j]).any()]  # column by column: no n x width temporaries
     if len(varying) > 8 or not np.little_endian:
         return None
+    if width >= 8 and varying and varying[-1] - varying[0] < 8:
+        # 8 bytes of each key that hold every varying one (the others are equal in every key): one
+        # big-endian word per key, read in place and byte-swapped in one pass
+        buf = np.ascontiguousarray(rows)
+        words = np.ndarray((len(s),), ">u8", buffer=buf, offset=min(varying[0], width - 8), strides=(width,))
+        return words.astype(np.uint64)
     word = np.zeros((len(s), 8), np.uint8)
     for i, j in enumerate(reversed(varying)):  # the first varying byte the most significant
         word[:, i] = rows[:, j]
