@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import mmap
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -55,21 +56,35 @@ def has_gpu() -> bool:
 # place costs less than that difference; new host memory is slow to touch the first time from one
 # thread. So to_host touches the new array's pages from several threads, then page-locks it for
 # the copy; small arrays take the plain path. The figures: BENCHMARKS.md (bench_host_transfer.py).
+#
+# Page-locked host memory is process-wide, and CuPy copies from (or into) any host pointer that is
+# page-locked as from pinned memory: asynchronously, by DMA straight from those pages. So pages
+# that one thread locked must stay locked while another thread may be copying through them: an
+# unregister under a copy in flight is a DMA fault, the sticky "unspecified launch failure" that
+# ends every later CUDA call of the process (or an "invalid value" from the copy, as it races the
+# unregister). Hence: only whole pages inside an array are ever locked (no other allocation shares
+# them), one registry counts the users of each locked range (a thread copying an array that
+# another has locked shares that lock, which is released by the last of them), and an array that
+# partly overlaps a locked range goes through this module's own pinned staging buffers, never
+# through CuPy's plain copy of the user's pages.
 PINNED_MIN_BYTES = 4 << 20
 _REGISTER_READ_ONLY = 8  # cudaHostRegisterReadOnly: memory-mapped, read-only inputs too
 _PAGE = 4096
+_OS_PAGE = mmap.PAGESIZE  # what cudaHostRegister locks: whole pages of the OS
 _touch_pool = None
+_pins: dict = {}  # (first byte, end byte) of a locked range of pages -> [users, read_only]
+_pins_lock = threading.Lock()
 
 
-def _register(a, read_only) -> bool:
-    """Page-lock NumPy array ``a``'s memory in place; False where that is refused (e.g. pages that
-    another thread has locked, or a kernel that allows no more)."""
+def _register(ptr: int, nbytes: int, read_only: bool) -> bool:
+    """Page-lock host bytes [ptr, ptr + nbytes) (whole pages) in place; False where that is
+    refused (a kernel that allows no more, say)."""
     import cupy
 
     rt = cupy.cuda.runtime
     for flags in (_REGISTER_READ_ONLY,) if read_only else (0,):
         try:
-            rt.hostRegister(a.ctypes.data, a.nbytes, flags)
+            rt.hostRegister(ptr, nbytes, flags)
             return True
         except rt.CUDARuntimeError:
             try:
@@ -79,21 +94,72 @@ def _register(a, read_only) -> bool:
     return False
 
 
+@contextlib.contextmanager
+def _pinned(a: np.ndarray, read_only: bool):
+    """Page-lock the whole pages inside C-contiguous ``a`` for the block: yields ``(lo, hi)``, the
+    byte offsets in ``a`` of the locked part, or None where none could be locked (no whole page
+    inside, a lock that partly overlaps another, or a refusal). Threads locking the same pages
+    share one lock (read-only where all of them only read), released by the last one out."""
+    import cupy
+
+    ptr = a.ctypes.data
+    first, end = -(-ptr // _OS_PAGE) * _OS_PAGE, (ptr + a.nbytes) // _OS_PAGE * _OS_PAGE
+    key = (first, end)
+    with _pins_lock:
+        pin = _pins.get(key)
+        if pin is not None and (read_only or not pin[1]):
+            pin[0] += 1
+        elif end > first and pin is None and not any(lo < end and first < hi for lo, hi in _pins):
+            if _register(first, end - first, read_only):
+                pin = _pins[key] = [1, read_only]
+        else:
+            pin = None
+    if pin is None:
+        yield None
+        return
+    try:
+        yield first - ptr, end - ptr
+    finally:
+        with _pins_lock:
+            pin[0] -= 1
+            if pin[0] == 0:
+                del _pins[key]
+                cupy.cuda.runtime.hostUnregister(first)
+
+
+def _copy_pieces(dst: int, src: int, nbytes: int, span, kind: int) -> None:
+    """Copy ``nbytes`` between host and device on the current stream and wait for it: the locked
+    span ``(lo, hi)`` in one piece, the partial pages before and after it through CUDA's pageable
+    path (less than a page each)."""
+    import cupy
+
+    rt = cupy.cuda.runtime
+    stream = cupy.cuda.get_current_stream()
+    lo, hi = span
+    for a, b in ((0, lo), (lo, hi), (hi, nbytes)):
+        if b > a:
+            rt.memcpyAsync(dst + a, src + a, b - a, kind, stream.ptr)
+    stream.synchronize()
+
+
 def from_host(a):
     """A NumPy array copied to the current device: page-locked in place for the copy (the array
-    is not modified), or the plain pageable copy where that is not possible."""
+    is not modified), or through pinned staging buffers where its pages cannot be locked."""
     import cupy
 
     a = np.asarray(a)
-    if a.nbytes < PINNED_MIN_BYTES or not a.flags.c_contiguous or not _register(a, read_only=not a.flags.writeable):
-        return cupy.asarray(a)
-    try:
-        out = cupy.empty(a.shape, a.dtype)
-        out.set(a)
-        cupy.cuda.get_current_stream().synchronize()
-    finally:
-        cupy.cuda.runtime.hostUnregister(a.ctypes.data)
-    return out
+    if a.nbytes < PINNED_MIN_BYTES or not a.flags.c_contiguous:
+        # from a private copy: CuPy would copy a view of pages that another thread has locked
+        # straight from them, asynchronously
+        return cupy.asarray(np.array(a, order="C"))
+    with _pinned(a, read_only=not a.flags.writeable) as span:
+        if span is not None:
+            out = cupy.empty(a.shape, a.dtype)
+            _copy_pieces(out.data.ptr, a.ctypes.data, a.nbytes, span, cupy.cuda.runtime.memcpyHostToDevice)
+            return out
+    flat = a.reshape(-1).view(np.uint8)
+    out = upload(a.nbytes, lambda buf, off: np.copyto(buf, flat[off : off + len(buf)]), cupy.cuda.Device().id)
+    return out.view(a.dtype).reshape(a.shape)
 
 
 def _touch(a):
@@ -119,13 +185,11 @@ def to_host(x) -> np.ndarray:
         return cupy.asnumpy(x)
     out = np.empty(x.shape, x.dtype)
     _touch(out)
-    if not _register(out, read_only=False):
-        x.get(out=out)
-        return out
-    try:
-        x.get(out=out)
-    finally:
-        cupy.cuda.runtime.hostUnregister(out.ctypes.data)
+    with _pinned(out, read_only=False) as span:
+        if span is not None:
+            _copy_pieces(out.ctypes.data, x.data.ptr, x.nbytes, span, cupy.cuda.runtime.memcpyDeviceToHost)
+            return out
+    x.get(out=out)  # out is new: no other thread has locked its pages
     return out
 
 
