@@ -54,6 +54,7 @@ def main() -> None:
     p.add_argument("--cpu-workers", type=int, default=8)
     p.add_argument("--cpu-threads", type=int, default=4)
     p.add_argument("--gpu-threads", type=int, default=8)
+    p.add_argument("--cpu-cases", default="dask,dsort", help="the GPU case's CPU peers: dask, dsort, both or none ('')")
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
     p.add_argument("--timeline", action="store_true", help="print each case's task phases in its last round (where the time went)")
     a = p.parse_args()
@@ -118,6 +119,24 @@ def timeline(title, records) -> None:
     for g, v in sorted(spans.items(), key=lambda kv: min(a for a, _ in kv[1])):
         first, last, busy = min(a for a, _ in v) - t0, max(b for _, b in v) - t0, sum(b - a for a, b in v)
         print(f"   {g[:32]:32s} {len(v):5d} {first:7.3f} {last:7.3f} {busy:7.3f}", flush=True)
+
+
+def stages(client, since: float, rounds: int) -> None:
+    """Where the tasks of the sorts since ``since`` spent their time, from the events their
+    stopwatches sent (:func:`dsort.external.report_stages`): seconds per stage, summed over the
+    tasks, per round."""
+    from dsort.external import STAGES
+
+    total: dict = {}
+    for when, event in client.get_events(STAGES):
+        if when >= since:
+            for stage, sec in event.items():
+                if isinstance(sec, float):  # not the task's name, nor the worker's address
+                    key = (event["task"], stage)
+                    total[key] = total.get(key, 0.0) + sec / rounds
+    print("-- stages of the GPU sort's tasks (task, stage, seconds summed over tasks, per round)")
+    for (task, stage), sec in total.items():
+        print(f"   {task:8s} {stage:20s} {sec:8.2f}", flush=True)
 
 
 def _make(i, rows, seed=0):
@@ -216,19 +235,22 @@ def gpu_case(a) -> None:
         wait(df)
         return df
 
+    wanted = [c for c in a.cpu_cases.split(",") if c]
     with dask.config.set({"distributed.worker.memory.target": False, "distributed.worker.memory.spill": False}):
-        with LocalCluster(n_workers=a.cpu_workers, threads_per_worker=a.cpu_threads, dashboard_address=":0", memory_limit=0) as cluster:
-            with Client(cluster):
-                df = frame()
-                cpu = {
-                    "dask": lambda i: fresh(df, i).sort_values("k"),
-                    "dsort (CPU)": lambda i: sort_values(fresh(df, i), "k"),
-                }
-                for name, fn in cpu.items():
-                    t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and name)
-                    rows.append({"case": name, "workers": f"{a.cpu_workers} x {a.cpu_threads} CPU threads", "median s": t})
-                    print(rows[-1], flush=True)
-                del df
+        if wanted:
+            with LocalCluster(n_workers=a.cpu_workers, threads_per_worker=a.cpu_threads, dashboard_address=":0", memory_limit=0) as cluster:
+                with Client(cluster):
+                    df = frame()
+                    cpu = {
+                        "dask": lambda i: fresh(df, i).sort_values("k"),
+                        "dsort (CPU)": lambda i: sort_values(fresh(df, i), "k"),
+                    }
+                    cpu = {k: v for k, v in cpu.items() if k.split()[0] in wanted}
+                    for name, fn in cpu.items():
+                        t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and name)
+                        rows.append({"case": name, "workers": f"{a.cpu_workers} x {a.cpu_threads} CPU threads", "median s": t})
+                        print(rows[-1], flush=True)
+                    del df
         try:
             from dask_cuda import LocalCUDACluster
         except ImportError:
@@ -248,12 +270,15 @@ def gpu_case(a) -> None:
                 gpus = len({w.get("name") for w in client.scheduler_info()["workers"].values()}) // max(a.per_gpu, 1)
                 df = frame()
                 fn = lambda i: sort_values(fresh(df, i), "k", device="gpu")  # noqa: E731
+                start = time.time()
                 t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and "dsort device='gpu'")
+                if a.timeline:
+                    stages(client, start, a.repeat + 1)
                 workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads"
                 rows.append({"case": "dsort device='gpu'", "workers": workers, "median s": t})
-    base = rows[0]["median s"]
+    base = rows[0]["median s"] if rows and rows[0]["case"] == "dask" else None
     for r in rows:
-        r["vs dask"] = f"{base / r['median s']:.2f}x"
+        r["vs dask"] = f"{base / r['median s']:.2f}x" if base else "-"
         r["median s"] = f"{r['median s']:.2f}"
     write_json(a.json, rows, rows_=n, parts=parts, repeat=a.repeat)
     print_table(rows, ["case", "workers", "median s", "vs dask"])

@@ -344,16 +344,37 @@ class FixedFrameJob:
     na_position: str = "last"
 
 
+STAGES = "dsort-stages"  # the topic of the events that say where a frame sort's tasks spent their time
+
+
+def report_stages(task: str, watch: F.Stopwatch) -> None:
+    """Send one task's seconds per stage (``watch``) to the dask scheduler as an event of topic
+    :data:`STAGES` (``{"task": task, stage: seconds, ...}``; ``client.get_events(STAGES)`` reads
+    them), where the task runs on a distributed worker; elsewhere nothing."""
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # no distributed, or not inside a worker
+        return
+    worker.log_event(STAGES, {"task": task, **watch.times})
+
+
 def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
     """Partition ``p`` as rows (key bytes, row bytes), sorted by their keys and kept as run ``p``."""
+    watch = F.Stopwatch()
     keys, _ = job.spec.encode(part)
     rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
     rows[:, : job.layout.key_bytes] = keys
     rows[:, job.layout.key_bytes :] = job.codec.encode(part)
+    watch.lap("encode")
     gpu = None
     if job.gpu:
         rows, gpu = chunk.on_gpu(rows), _device()
-    return F.sort_and_keep(job, p, rows, F.Stopwatch(), gpu)
+        watch.lap("copy in")
+    run = F.sort_and_keep(job, p, rows, watch, gpu)
+    report_stages("run", watch)
+    return run
 
 
 def fixed_cuts(job: FixedFrameJob, *runs):
@@ -365,13 +386,17 @@ def fixed_cuts(job: FixedFrameJob, *runs):
 def fixed_merge(job: FixedFrameJob, cut, t: int):
     """Output partition ``t``: its slices of every run merged, decoded into a frame."""
     gpu = _device() if job.gpu else None
-    merged = F.merge_rows(job, cut, t, F.Stopwatch(), gpu)
+    watch = F.Stopwatch()
+    merged = F.merge_rows(job, cut, t, watch, gpu)
     R.finish(job.store, t, job.partitions)
     if merged is None:
         rows = np.empty((0, job.layout.row_bytes), np.uint8)
     else:
         rows = dev.to_host(merged[1]) if gpu is not None else merged[1]
+        watch.lap("copy out")
     out = job.codec.decode(rows[:, job.layout.key_bytes :])
+    watch.lap("decode")
+    report_stages("merge", watch)
     if job.ignore_index:
         import pandas as pd
 

@@ -224,3 +224,26 @@ def test_external_frame_partitions_stay_balanced_under_skew(rng, tmp_path):
     sizes = [len(f) for f in frames]
     assert max(sizes) - min(sizes) <= 1, sizes
     np.testing.assert_array_equal(pd.concat(frames)["row"].to_numpy(), df.sort_values("k", kind="stable")["row"].to_numpy())
+
+
+def test_fixed_width_frame_tasks_report_their_stages(tmp_path, rng):
+    """On distributed workers every run and merge task of a fixed-width frame's external sort
+    sends its seconds per stage as an event (where the time went); the result is still pandas'."""
+    distributed = pytest.importorskip("distributed")
+    dd = pytest.importorskip("dask.dataframe")
+    from dsort.dataframe import sort_values
+
+    n, parts, outputs = int(rng.integers(500, 3000)), 4, 3
+    df = pd.DataFrame({"k": rng.integers(-50, 50, n), "v": rng.random(n)})
+    ddf = dd.from_pandas(df, npartitions=parts, sort=False)
+    with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            got = sort_values(ddf, "k", strategy="external", npartitions=outputs, local_directory=tmp_path).compute()
+            events = [e for _, e in client.get_events(external.STAGES)]
+    pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
+    assert sorted(e["task"] for e in events) == ["merge"] * outputs + ["run"] * parts
+    for e in events:
+        stages = {k: v for k, v in e.items() if isinstance(v, float)}  # distributed adds the worker's address
+        assert all(v >= 0 for v in stages.values())
+        assert {"encode", "sort"} <= set(stages) if e["task"] == "run" else {"read runs", "merge", "decode"} <= set(stages)
+    assert external.report_stages("run", external.F.Stopwatch()) is None  # outside a worker: nothing, no error
