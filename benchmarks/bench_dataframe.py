@@ -121,10 +121,10 @@ def timeline(title, records) -> None:
         print(f"   {g[:32]:32s} {len(v):5d} {first:7.3f} {last:7.3f} {busy:7.3f}", flush=True)
 
 
-def stages(client, since: float, rounds: int) -> None:
-    """Where the tasks of the sorts since ``since`` spent their time, from the events their
+def stages(client, since: float) -> None:
+    """Where the tasks of the sort since ``since`` spent their time, from the events their
     stopwatches sent (:func:`dsort.external.report_stages`): seconds per stage, summed over the
-    tasks, per round."""
+    tasks."""
     from dsort.external import STAGES
 
     total: dict = {}
@@ -133,8 +133,8 @@ def stages(client, since: float, rounds: int) -> None:
             for stage, sec in event.items():
                 if isinstance(sec, float):  # not the task's name, nor the worker's address
                     key = (event["task"], stage)
-                    total[key] = total.get(key, 0.0) + sec / rounds
-    print("-- stages of the GPU sort's tasks (task, stage, seconds summed over tasks, per round)")
+                    total[key] = total.get(key, 0.0) + sec
+    print("-- stages of its tasks: task, stage, seconds summed over the tasks")
     for (task, stage), sec in total.items():
         print(f"   {task:8s} {stage:20s} {sec:8.2f}", flush=True)
 
@@ -193,9 +193,10 @@ def fresh(df, i):
     return df.map_partitions(_same, token=f"bench-{i}-{time.time_ns()}")
 
 
-def _timed(fn, repeat, check, title=None):
+def _timed(fn, repeat, check, title=None, client=None):
     """Median seconds of ``repeat`` rounds of ``fn(i).persist()`` after a checked warm-up round;
-    with ``title``, the last round's task phases are printed (:func:`timeline`)."""
+    with ``title``, the last round's task phases are printed (:func:`timeline`), and with
+    ``client`` too, its tasks' stages (:func:`stages`)."""
     import statistics
 
     from distributed import get_task_stream, wait
@@ -203,6 +204,7 @@ def _timed(fn, repeat, check, title=None):
     times = []
     for i in range(repeat + 1):  # the first round warms the workers up (and is checked)
         with get_task_stream() as stream:
+            start = time.time()
             t = time.perf_counter()
             out = fn(i).persist()
             wait(out)
@@ -213,6 +215,8 @@ def _timed(fn, repeat, check, title=None):
             check(out)
         if title and i == repeat:
             timeline(f"{title}, {dt:.2f} s", stream.data)
+            if client is not None:
+                stages(client, start)
         del out
     return statistics.median(times)
 
@@ -270,10 +274,7 @@ def gpu_case(a) -> None:
                 gpus = len({w.get("name") for w in client.scheduler_info()["workers"].values()}) // max(a.per_gpu, 1)
                 df = frame()
                 fn = lambda i: sort_values(fresh(df, i), "k", device="gpu")  # noqa: E731
-                start = time.time()
-                t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and "dsort device='gpu'")
-                if a.timeline:
-                    stages(client, start, a.repeat + 1)
+                t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and "dsort device='gpu'", client)
                 workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads"
                 rows.append({"case": "dsort device='gpu'", "workers": workers, "median s": t})
     base = rows[0]["median s"] if rows and rows[0]["case"] == "dask" else None

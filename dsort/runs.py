@@ -165,25 +165,26 @@ class RunStore:
         total = 0
         fetched = self._fetch_remote(items, recover)
         widths = [run.row_bytes or self.config.row_bytes for run, _, _ in items]
-        for i, (run, lo, hi) in enumerate(items):
-            lo, hi, rb = int(lo), int(hi), widths[i]
-            if i in fetched:
-                run, lo, hi = fetched[i], 0, hi - lo  # the slice itself, now in this process
-            if isinstance(run, np.ndarray) and gpu is None:
-                out[i] = run
-            elif isinstance(run, np.ndarray):
-                segments.append((i, run, 0, run.nbytes, total))
-                total += run.nbytes
-            elif run.tier == "disk" and gpu is None:
-                out[i] = read_file(run.path, lo * rb, hi - lo, rb)
-            elif run.tier == "host" and gpu is None:
-                out[i] = self._data[run.index][lo:hi]
-            elif run.tier == "device":
-                part = self._data[run.index][lo:hi]
-                out[i] = dev.to_host(part) if gpu is None else part if gpu == run.device else dev.peer_copy(part, run.device, gpu)
-            else:
-                segments.append((i, run, lo * rb, (hi - lo) * rb, total))
-                total += (hi - lo) * rb
+        with _Files() as files:  # one handle per run file for all its slices (the cuts read thousands of windows)
+            for i, (run, lo, hi) in enumerate(items):
+                lo, hi, rb = int(lo), int(hi), widths[i]
+                if i in fetched:
+                    run, lo, hi = fetched[i], 0, hi - lo  # the slice itself, now in this process
+                if isinstance(run, np.ndarray) and gpu is None:
+                    out[i] = run
+                elif isinstance(run, np.ndarray):
+                    segments.append((i, run, 0, run.nbytes, total))
+                    total += run.nbytes
+                elif run.tier == "disk" and gpu is None:
+                    out[i] = files.read(run.path, lo * rb, hi - lo, rb)
+                elif run.tier == "host" and gpu is None:
+                    out[i] = self._data[run.index][lo:hi]
+                elif run.tier == "device":
+                    part = self._data[run.index][lo:hi]
+                    out[i] = dev.to_host(part) if gpu is None else part if gpu == run.device else dev.peer_copy(part, run.device, gpu)
+                else:
+                    segments.append((i, run, lo * rb, (hi - lo) * rb, total))
+                    total += (hi - lo) * rb
         if segments:
             starts = [s[4] for s in segments]
 
@@ -389,17 +390,34 @@ def pwrite_all(fd: int, buf, offset: int) -> None:
         done += os.pwrite(fd, view[done:], offset + done)
 
 
+class _Files:
+    """Open run files, one read-only handle per path, for the reads of one block (closed at its end)."""
+
+    def __enter__(self):
+        self._fds: dict = {}
+        return self
+
+    def __exit__(self, *exc):
+        for fd in self._fds.values():
+            os.close(fd)
+
+    def read(self, path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
+        """:func:`read_file` through this block's handle of ``path``."""
+        fd = self._fds.get(path)
+        if fd is None:
+            fd = self._fds[path] = os.open(path, os.O_RDONLY)
+        buf = np.empty(rows * row_bytes, np.uint8)
+        try:
+            pread_into(fd, buf, offset)
+        except OSError as e:
+            raise OSError(f"{path}: {e}") from None
+        return buf.reshape(rows, row_bytes)
+
+
 def read_file(path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
     """``rows`` rows of ``row_bytes`` bytes at byte ``offset`` of ``path``, as ``(rows, row_bytes)`` uint8."""
-    buf = np.empty(rows * row_bytes, np.uint8)
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        pread_into(fd, buf, offset)
-    except OSError as e:
-        raise OSError(f"{path}: {e}") from None
-    finally:
-        os.close(fd)
-    return buf.reshape(rows, row_bytes)
+    with _Files() as files:
+        return files.read(path, offset, rows, row_bytes)
 
 
 def write_file(path, rows) -> None:

@@ -52,6 +52,25 @@ def test_runs_go_to_memory_while_the_budget_lasts_then_disk(tmp_path, rng, host_
     assert not os.path.exists(cfg.directory)
 
 
+def test_many_slices_of_disk_runs_read_in_one_batch(tmp_path, rng):
+    """Thousands of windows of a few disk runs (what the cuts read) in one read_many: each slice
+    equals the run's rows, empty and whole ones too, whatever their order."""
+    store = R.RunStore(_config(tmp_path, 6))
+    blocks = [rng.integers(0, 256, (int(rng.integers(1, 3000)), 6), dtype=np.uint8) for _ in range(4)]
+    handles = [store.put(i, b) for i, b in enumerate(blocks)]
+    assert {h.tier for h in handles} == {"disk"}
+    items = []
+    for _ in range(2000):
+        q = int(rng.integers(0, 4))
+        lo, hi = np.sort(rng.integers(0, len(blocks[q]) + 1, 2))
+        items.append((q, int(lo), int(hi)))
+    items += [(q, 0, len(b)) for q, b in enumerate(blocks)]
+    got = store.read_many([(handles[q], lo, hi) for q, lo, hi in items])
+    for g, (q, lo, hi) in zip(got, items):
+        np.testing.assert_array_equal(g, blocks[q][lo:hi])
+    store.close()
+
+
 def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
     cfg = _config(tmp_path, 4)
     assert R.store(cfg) is R.store(cfg)
