@@ -285,17 +285,11 @@ def frame_cuts(job: FrameJob, *made):
     have = [w for _, w in made]
     sizes = [r.rows for r in runs]
     p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions))
-    store = R.store(job.store)
-
-    def keys_at(q, lo, hi):
-        if hi <= lo:
-            return np.empty((0, job.spec.width(p.widths)), np.uint8)
-        return widen(job.spec, np.ascontiguousarray(store.read(runs[q], lo, hi)), have[q], p.widths)
-
     if len(runs) > 1 and len(p.targets):
         samples = [widen(job.spec, r.sample, w, p.widths) for r, w in made]
         lo, hi = FC.bounds(p, *samples)
-        windows = [[keys_at(q, lo[t, q], hi[t, q]) for t in range(len(p.targets))] for q in range(len(runs))]
+        found = F.read_windows(R.store(job.store), None, runs, lo, hi)  # [t][q], each run's keys at its own widths
+        windows = [[widen(job.spec, found[t][q], have[q], p.widths) for t in range(len(p.targets))] for q in range(len(runs))]
         cut = FC.cuts(p, (lo, hi), *windows)
     else:
         cut = FC.cuts(p, None)

@@ -182,22 +182,27 @@ def cut_runs(job, runs):
     store = R.store(job.store)
     if len(runs) > 1 and len(targets):
         lo, hi = plan.windows([r.sample for r in runs], sizes, job.spacing, targets, job.descending, job.na_position)
-        window_keys = _windows(store, job.layout, runs, lo, hi)
+        window_keys = read_windows(store, job.layout, runs, lo, hi)
         cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
     else:  # one run: its cuts are the targets themselves
         cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)
     return plan.boundaries(sizes, cuts), [replace(r, sample=None) for r in runs]
 
 
-def _windows(store, layout, runs, lo, hi) -> list:
+def read_windows(store, layout, runs, lo, hi) -> list:
     """The keys of every run inside its window around every cut (``[t][q]``: run ``q``'s keys
-    ``[lo[t, q], hi[t, q])``, NumPy), read in one batch (a few pages each; one file handle per run)."""
+    ``[lo[t, q], hi[t, q])``, NumPy), read in one batch (a few pages each; one file handle per run).
+    ``layout`` None: the runs' rows are their keys (a dataframe's, each run at its own width)."""
+
+    def keys(rows):
+        return rows if layout is None else np.ascontiguousarray(layout.keys(rows))
+
     items = [(t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]]
     got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items])
-    empty = layout.keys(np.empty((0, layout.row_bytes), np.uint8)).copy()
-    out = [[empty] * len(runs) for _ in range(lo.shape[0])]
+    empty = [keys(np.empty((0, layout.row_bytes if layout else r.row_bytes or store.config.row_bytes), np.uint8)).copy() for r in runs]
+    out = [list(empty) for _ in range(lo.shape[0])]
     for (t, q), rows in zip(items, got):
-        out[t][q] = np.ascontiguousarray(layout.keys(rows))
+        out[t][q] = keys(rows)
     return out
 
 
