@@ -359,8 +359,10 @@ def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
     watch = F.Stopwatch()
     keys, _ = job.spec.encode(part)
     rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
-    rows[:, : job.layout.key_bytes] = keys
-    rows[:, job.layout.key_bytes :] = job.codec.encode(part)
+    kb = job.layout.key_bytes
+    key = np.dtype({"names": ["key"], "formats": [f"V{kb}"], "offsets": [0], "itemsize": job.layout.row_bytes})
+    rows.reshape(-1).view(key)["key"] = np.ascontiguousarray(keys).reshape(-1).view(f"V{kb}")  # each key as one element
+    job.codec.encode(part, rows, kb)
     watch.lap("encode")
     gpu = None
     if job.gpu:
@@ -388,7 +390,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     else:
         rows = dev.to_host(merged[1]) if gpu is not None else merged[1]
         watch.lap("copy out")
-    out = job.codec.decode(rows[:, job.layout.key_bytes :])
+    out = job.codec.decode(rows, job.layout.key_bytes)
     watch.lap("decode")
     report_stages("merge", watch)
     if job.ignore_index:

@@ -343,25 +343,31 @@ class RowCodec:
     def row_bytes(self) -> int:
         return int(sum(np.dtype(d).itemsize for d in self.dtypes))
 
-    def encode(self, df: pd.DataFrame) -> np.ndarray:
-        """``(len(df), row_bytes)`` uint8: the rows' bytes."""
-        n = len(df)
-        out = np.empty((n, self.row_bytes), np.uint8)
-        at = 0
+    def _fields(self, rows: np.ndarray, at: int) -> np.ndarray:
+        """``rows`` (C-contiguous ``(n, width)`` uint8) as n records whose fields are the columns
+        then the index, from byte ``at`` of each row on: each value read or written as one element,
+        not byte by byte."""
+        offsets = [at + int(o) for o in np.cumsum([0] + [np.dtype(d).itemsize for d in self.dtypes[:-1]])]
+        names = [f"f{i}" for i in range(len(self.dtypes))]
+        struct = np.dtype({"names": names, "formats": list(self.dtypes), "offsets": offsets, "itemsize": rows.shape[1]})
+        return np.ascontiguousarray(rows).reshape(-1).view(struct)
+
+    def encode(self, df: pd.DataFrame, out: np.ndarray | None = None, at: int = 0) -> np.ndarray:
+        """``(len(df), row_bytes)`` uint8: the rows' bytes; or written into bytes ``at`` on of
+        every row of ``out`` (``(len(df), width)`` uint8, C-contiguous), which is returned."""
+        if out is None:
+            out = np.empty((len(df), self.row_bytes), np.uint8)
+        records = self._fields(out, at)
         values = [df[c].to_numpy() for c in df.columns] + [df.index.to_numpy()]
-        for v, d in zip(values, self.dtypes):
-            size = np.dtype(d).itemsize
-            out[:, at : at + size] = np.ascontiguousarray(v, dtype=d).view(np.uint8).reshape(n, size)
-            at += size
+        for name, v, d in zip(records.dtype.names, values, self.dtypes):
+            records[name] = np.asarray(v, dtype=d)
         return out
 
-    def decode(self, rows: np.ndarray) -> pd.DataFrame:
-        """The frame of ``rows`` (``(n, row_bytes)`` uint8, as :meth:`encode` made them)."""
-        n, at, cols = len(rows), 0, []
-        for d in self.dtypes:
-            size = np.dtype(d).itemsize
-            cols.append(np.ascontiguousarray(rows[:, at : at + size]).view(d).reshape(n))
-            at += size
+    def decode(self, rows: np.ndarray, at: int = 0) -> pd.DataFrame:
+        """The frame of ``rows`` (``(n, width)`` uint8 holding :meth:`encode`'s bytes from byte
+        ``at`` of every row on)."""
+        records = self._fields(rows, at)
+        cols = [np.ascontiguousarray(records[name]) for name in records.dtype.names]
         meta = self.meta
         index = pd.Index(cols[-1], name=meta.index.name, dtype=meta.index.dtype)
         return pd.DataFrame(dict(zip(range(len(cols) - 1), cols[:-1])), index=index).set_axis(meta.columns, axis=1)

@@ -97,6 +97,15 @@ def test_fixed_width_rows_round_trip(rng):
     assert rows.shape == (n, codec.row_bytes) and codec.row_bytes == 8 + 8 + 1 + 8 + 8 + 2 + 4
     pd.testing.assert_frame_equal(codec.decode(rows), df)
     pd.testing.assert_frame_equal(codec.decode(rows[:0]), df.iloc[:0])
+    # inside wider rows, at any byte (unaligned too), the bytes around left as they were
+    at = int(rng.integers(1, 12))
+    wide = rng.integers(0, 256, (n, at + codec.row_bytes + 3), dtype=np.uint8)
+    before = wide.copy()
+    assert codec.encode(df, wide, at) is wide
+    np.testing.assert_array_equal(wide[:, at : at + codec.row_bytes], rows)
+    inside = np.s_[at : at + codec.row_bytes]
+    np.testing.assert_array_equal(np.delete(wide, inside, axis=1), np.delete(before, inside, axis=1))
+    pd.testing.assert_frame_equal(codec.decode(wide, at), df)
     for other in (
         df.assign(s="x"),
         df.assign(n=pd.array([1] * n, dtype="Int64")),
