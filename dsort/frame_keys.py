@@ -56,7 +56,7 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         u = x.view(f"u{np_dtype.itemsize}")
         if np_dtype.kind == "i":
             u = u ^ np.array(1 << (8 * np_dtype.itemsize - 1), dtype=u.dtype)
-        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
+        v = u  # one unsigned word per row, written big-endian below
     elif pdt.is_float_dtype(dtype):
         np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
         if np_dtype.itemsize not in (4, 8):
@@ -65,8 +65,7 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         na |= np.isnan(x)
         bits = np.where(na, 0, x + np_dtype.type(0.0)).astype(np_dtype).view(f"u{np_dtype.itemsize}")  # -0.0 → +0.0
         top = np.array(1 << (8 * np_dtype.itemsize - 1), dtype=bits.dtype)
-        u = np.where(bits & top, ~bits, bits | top)
-        v = u.astype(f">u{np_dtype.itemsize}").view(np.uint8).reshape(n, np_dtype.itemsize)
+        v = np.where(bits & top, ~bits, bits | top)  # one unsigned word per row, written big-endian below
     elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
         data, offsets = _utf8_buffers(s)
         width = max(int(width or 0), 1)
@@ -86,8 +85,17 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         raise unordered(s)
     if descending:
         v = ~v
+    flag = na if not na_first else ~na
+    if v.ndim == 1:  # words: each row's flag and big-endian word written as two elements, not byte by byte
+        size = v.dtype.itemsize
+        out = np.empty((n, 1 + size), np.uint8)
+        words = np.dtype({"names": ["na", "v"], "formats": ["u1", f">u{size}"], "offsets": [0, 1], "itemsize": 1 + size})
+        rec = out.reshape(-1).view(words)
+        rec["na"] = flag
+        rec["v"] = np.where(na, 0, v) if na.any() else v
+        return out
     out = np.empty((n, 1 + v.shape[1]), np.uint8)  # one allocation, each byte written once
-    out[:, 0] = na if not na_first else ~na
+    out[:, 0] = flag
     out[:, 1:] = v
     if na.any():
         out[na, 1:] = 0
