@@ -24,6 +24,7 @@ temporary directory, which on one machine they share).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, replace
@@ -364,11 +365,13 @@ def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
     rows.reshape(-1).view(key)["key"] = np.ascontiguousarray(keys).reshape(-1).view(f"V{kb}")  # each key as one element
     job.codec.encode(part, rows, kb)
     watch.lap("encode")
-    gpu = None
-    if job.gpu:
-        rows, gpu = chunk.on_gpu(rows), _device()
-        watch.lap("copy in")
-    run = F.sort_and_keep(job, p, rows, watch, gpu)
+    if not job.gpu:
+        run = F.sort_and_keep(job, p, rows, watch)
+    else:
+        with F.on_stream(_device()):  # this thread's own stream: the worker's threads overlap on the GPU
+            rows = chunk.on_gpu(rows)
+            watch.lap("copy in")
+            run = F.sort_and_keep(job, p, rows, watch, _device())
     report_stages("run", watch)
     return run
 
@@ -383,13 +386,14 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     """Output partition ``t``: its slices of every run merged, decoded into a frame."""
     gpu = _device() if job.gpu else None
     watch = F.Stopwatch()
-    merged = F.merge_rows(job, cut, t, watch, gpu)
+    with F.on_stream(gpu) if gpu is not None else contextlib.nullcontext():  # as fixed_run
+        merged = F.merge_rows(job, cut, t, watch, gpu)
+        if merged is not None:
+            rows = dev.to_host(merged[1]) if gpu is not None else merged[1]
+            watch.lap("copy out")
     R.finish(job.store, t, job.partitions)
     if merged is None:
         rows = np.empty((0, job.layout.row_bytes), np.uint8)
-    else:
-        rows = dev.to_host(merged[1]) if gpu is not None else merged[1]
-        watch.lap("copy out")
     out = job.codec.decode(rows, job.layout.key_bytes)
     watch.lap("decode")
     report_stages("merge", watch)

@@ -83,18 +83,13 @@ _slots_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def _on(gpu, job: Job | None = None):
+def on_stream(gpu: int):
     """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
     overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks),
-    at most ``job.gpu_tasks`` tasks at once per GPU; or on the CPU where ``gpu`` is None."""
-    if gpu is None:
-        yield
-        return
+    waiting for its work at the end."""
     import cupy
 
-    with _slots_lock:
-        slots = _slots.setdefault((job.id if job else "", gpu), threading.BoundedSemaphore(job.gpu_tasks if job else 1))
-    with slots, cupy.cuda.Device(gpu):
+    with cupy.cuda.Device(gpu):
         streams = _local.__dict__.setdefault("streams", {})
         stream = streams.get(gpu)
         if stream is None:
@@ -102,6 +97,19 @@ def _on(gpu, job: Job | None = None):
         with stream:
             yield
             stream.synchronize()
+
+
+@contextlib.contextmanager
+def _on(gpu, job: Job | None = None):
+    """:func:`on_stream`, at most ``job.gpu_tasks`` tasks at once per GPU; or on the CPU where
+    ``gpu`` is None."""
+    if gpu is None:
+        yield
+        return
+    with _slots_lock:
+        slots = _slots.setdefault((job.id if job else "", gpu), threading.BoundedSemaphore(job.gpu_tasks if job else 1))
+    with slots, on_stream(gpu):
+        yield
 
 
 def _sync(gpu):
