@@ -115,7 +115,10 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     # construction, and stay valid bounds.
     r_hi = np.maximum.accumulate(r_hi)
     r_lo = np.minimum.accumulate(r_lo[::-1])[::-1]
-    pos_by_run = [np.flatnonzero(run == q) for q in range(p)]
+    # each run's samples' places in the sorted order: one stable (radix) sort of the run numbers,
+    # not a pass over all samples per run
+    narrow = run.astype(np.uint16) if p <= 1 << 16 else run
+    pos_by_run = np.split(np.argsort(narrow, kind="stable"), np.cumsum(counts)[:-1])
     lo = np.empty((len(targets), p), np.int64)
     hi = np.empty((len(targets), p), np.int64)
     for i, k in enumerate(targets):
