@@ -35,6 +35,7 @@ SHOWN_AS = {
     T.WINDOW: "sort",
     T.SPLITTERS: "sort",
     T.SLICE: "sort",
+    T.SLICED: "sort",
     T.SORTED_KEYS: "sort",
     T.SORTED_VALUES: "sort",
     T.MERGE: "merge",
