@@ -32,3 +32,60 @@ def test_to_host_of_a_host_array_is_a_copy(shape):
 
 def test_staging_pools_are_one_per_device():
     assert device.staging(0) is device.staging(0) and device.staging(0) is not device.staging(1)
+
+
+@pytest.fixture
+def fake_locks(monkeypatch):
+    """CUDA's page-locking stood in for by a table of locked byte ranges (the registry's rules can
+    be tested on any machine): ``{first byte: end byte}``."""
+    import sys
+    import types
+
+    locked = {}
+
+    class Refused(Exception):
+        pass
+
+    def register(ptr, nbytes, flags):
+        if any(lo < ptr + nbytes and ptr < hi for lo, hi in locked.items()):
+            raise Refused("already locked")  # as CUDA refuses pages locked twice
+        locked[ptr] = ptr + nbytes
+
+    rt = types.SimpleNamespace(CUDARuntimeError=Refused, getLastError=lambda: None, hostRegister=register, hostUnregister=locked.pop)
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=rt)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return locked
+
+
+def _locked_bytes_of(locked, a, span):
+    """Bytes of ``a`` outside its own locked ``span`` that lie in some lock: CUDA copies them as
+    pageable memory, so they must lie in none (a copy whose lock is refused goes through the
+    staging buffers instead, read by the CPU)."""
+    ptr = a.ctypes.data
+    parts = [(ptr, ptr + span[0]), (ptr + span[1], ptr + a.nbytes)]
+    return sum(max(0, min(end, hi) - max(start, lo)) for start, end in parts for lo, hi in locked.items())
+
+
+def test_page_locks_never_cover_another_copys_pageable_bytes(fake_locks):
+    """Views of one buffer copied at once (threads): the partial pages each locked copy reads as
+    pageable memory lie in no lock while both run; views that meet nobody's locked pages are both
+    locked (the same view: one lock, shared)."""
+    page = device._OS_PAGE
+    buf = np.zeros(64 * page + 8 * page, np.uint8)
+    base = -(-buf.ctypes.data // page) * page - buf.ctypes.data  # buf[base:] starts on a page
+    edge = base + 40 * page
+    views = {
+        "overlapping": (buf[base : edge + 100], buf[edge - 50 : edge - 50 + 20 * page]),
+        "adjacent": (buf[base : edge + 100], buf[edge + 100 : edge + 100 + 20 * page]),
+        "same": (buf[base + 7 : edge + 9], buf[base + 7 : edge + 9]),
+        "covering": (buf[edge - 50 : edge - 50 + 20 * page], buf[base : edge + 3 * page]),
+    }
+    for case, (a, b) in views.items():
+        with device._pinned(a, read_only=True) as span_a, device._pinned(b, read_only=True) as span_b:
+            assert span_a is not None, case
+            for x, span in ((a, span_a), (b, span_b)):
+                assert span is None or _locked_bytes_of(fake_locks, x, span) == 0, case
+            if case in ("adjacent", "same"):  # nothing to refuse: both are locked (the same lock, shared)
+                assert span_b is not None, case
+        assert fake_locks == {}, case  # every lock released by its last user

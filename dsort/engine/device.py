@@ -98,20 +98,32 @@ def _register(ptr: int, nbytes: int, read_only: bool) -> bool:
 def _pinned(a: np.ndarray, read_only: bool):
     """Page-lock the whole pages inside C-contiguous ``a`` for the block: yields ``(lo, hi)``, the
     byte offsets in ``a`` of the locked part, or None where none could be locked (no whole page
-    inside, a lock that partly overlaps another, or a refusal). Threads locking the same pages
-    share one lock (read-only where all of them only read), released by the last one out."""
+    inside, a refusal, or a conflict: see below). Threads locking the same pages share one lock
+    (read-only where all of them only read), released by the last one out.
+
+    The copy then reads the partial pages at either end of ``a`` as pageable memory, so no other
+    lock may hold them while it runs, and no other thread may lock them meanwhile: a lock is
+    refused where ``a``'s pages, partial ones included, meet another lock's pages, or where the
+    pages it would lock meet the pages (partial ones included) of another lock's arrays."""
     import cupy
 
     ptr = a.ctypes.data
     first, end = -(-ptr // _OS_PAGE) * _OS_PAGE, (ptr + a.nbytes) // _OS_PAGE * _OS_PAGE
+    outer = (ptr // _OS_PAGE * _OS_PAGE, -(-(ptr + a.nbytes) // _OS_PAGE) * _OS_PAGE)
     key = (first, end)
     with _pins_lock:
         pin = _pins.get(key)
-        if pin is not None and (read_only or not pin[1]):
+        clash = any(
+            k != key and (k[0] < outer[1] and outer[0] < k[1] or first < p[3] and p[2] < end)
+            for k, p in _pins.items()  # p: [users, read only, first and end byte of its arrays' pages]
+        )
+        if clash or end <= first:
+            pin = None
+        elif pin is not None and (read_only or not pin[1]):
             pin[0] += 1
-        elif end > first and pin is None and not any(lo < end and first < hi for lo, hi in _pins):
-            if _register(first, end - first, read_only):
-                pin = _pins[key] = [1, read_only]
+            pin[2], pin[3] = min(pin[2], outer[0]), max(pin[3], outer[1])
+        elif pin is None and _register(first, end - first, read_only):
+            pin = _pins[key] = [1, read_only, *outer]
         else:
             pin = None
     if pin is None:
@@ -185,7 +197,7 @@ def to_host(x) -> np.ndarray:
         return cupy.asnumpy(x)
     out = np.empty(x.shape, x.dtype)
     _touch(out)
-    with _pinned(out, read_only=False) as span:
+    with _pinned(out, read_only=False) as span, x.device:  # on x's device, after the work queued on its stream there
         if span is not None:
             _copy_pieces(out.ctypes.data, x.data.ptr, x.nbytes, span, cupy.cuda.runtime.memcpyDeviceToHost)
             return out
