@@ -182,8 +182,8 @@ def check_path(
     elif fmt == "npy":
         tasks = npy.check_tasks(files, rows_per_block=_rows_per_block(npy.inspect(files)[0].itemsize, chunk_size), descending=descending)
     else:
-        order = parquet.manifest(dirs[0]) if dirs else None
-        tasks = parquet.check_tasks(files, by=by, descending=descending, order=order)
+        order = parquet.check_order(by=by, descending=descending, order=parquet.manifest(dirs[0]) if dirs else None)
+        tasks = parquet.check_tasks(files, *order)
     if scheduler:
         from .cluster import connect
         from .progress import run
@@ -196,6 +196,8 @@ def check_path(
         bar = ProgressBar(minimum=1.0) if sys.stdout.isatty() else _null()
         with bar:
             parts = dask.compute(*tasks, scheduler="threads") if tasks else []
+    if fmt == "parquet":  # the parts' first and last rows, encoded at one width
+        parts = parquet.comparable(parts, *order)
     return valsort.combine(parts, descending=descending and fmt != "parquet")
 
 

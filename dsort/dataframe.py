@@ -36,7 +36,6 @@ from .frame_keys import KeySpec, RowCodec, column, encode_keys, normalize, strin
 
 __all__ = [
     "encode_keys",
-    "max_string_widths",
     "set_index",
     "sort_series",
     "sort_values",
@@ -47,18 +46,6 @@ __all__ = [
 
 STRATEGIES = ("auto", "memory", "external")
 DEVICES = (None, "gpu")
-
-
-def max_string_widths(parts, columns) -> dict:
-    """The widest UTF-8 value of each of ``columns`` over the partitions ``parts`` (delayed): one
-    pass. Only where one width is needed before the sort (checking a sorted Parquet directory)."""
-    import dask
-    from dask.base import tokenize
-
-    if not columns:
-        return {}
-    found = dask.compute(*T.each(T.WIDTHS, tokenize(parts, columns), string_widths, [(T.ref(p.key), columns) for p in parts], parts))
-    return {c: max([w[c] for w in found], default=0) for c in columns}
 
 
 def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:

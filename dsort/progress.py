@@ -24,7 +24,6 @@ from . import tasks as T
 SHOWN_AS = {
     T.READ: "read",
     T.CHECKSUM_INPUT: "checksum",
-    T.WIDTHS: "read",
     T.RUN: "run",
     T.CUTS: "cuts",
     T.SORT: "sort",

@@ -696,7 +696,7 @@ def _sort_parquet(
         except InputError as e:  # a damaged row group, found when it is read
             raise InputError(f"{e}; nothing was written at {out}") from None
         if job.records:
-            ins, outs = valsort.combine(in_parts), valsort.combine(out_parts)
+            ins, outs = valsort.combine(in_parts), valsort.combine(job.comparable(out_parts))
         else:
             out_parts, ins, outs = [], valsort.Summary(), valsort.Summary()
         _check(ins, outs, job.records, out, stream)

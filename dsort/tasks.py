@@ -20,7 +20,6 @@ from dask._task_spec import Task, TaskRef, parse_input
 
 READ = "dsort-read"  # a block of an input file, or a Parquet row group
 CHECKSUM_INPUT = "dsort-input-checksums"  # an input partition's count and checksum
-WIDTHS = "dsort-widths"  # a partition's widest string sort value (a Parquet check's one width)
 RUN = "dsort-run"  # an input block or chunk sorted and kept as a run (external sorts)
 CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
 SORT = "dsort-sort"  # an input chunk (or dataframe partition) sorted in memory (a part of a run)

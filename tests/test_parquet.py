@@ -168,8 +168,9 @@ def test_sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, exter
     got = pd.concat([pq.read_table(out / p["path"]).to_pandas() for p in manifest["parts"]], ignore_index=True)
     pd.testing.assert_frame_equal(got, _reference(df, by, descending), check_dtype=False)
     assert sorted(p.name for p in out.iterdir()) == sorted([pio.MANIFEST, *(p["path"] for p in manifest["parts"])])
-    check = pio.check_tasks([out / p["path"] for p in manifest["parts"]], order=manifest)
-    total = valsort.combine(dask.compute(*check, scheduler="sync"))
+    order = pio.check_order(order=manifest)
+    check = pio.check_tasks([out / p["path"] for p in manifest["parts"]], *order)
+    total = valsort.combine(pio.comparable(dask.compute(*check, scheduler="sync"), *order))
     assert (total.records, total.unordered, total.checksum) == (n, 0, int(manifest["checksum"], 16))
 
 
@@ -198,22 +199,45 @@ def test_check_tasks_count_out_of_order_rows_like_python(tmp_path, rng, descendi
     files, _ = _files(tmp_path, df, 2, rng)
     keys = list(zip(df["a"].tolist(), df["b"].tolist()))
     later = [(k < p) if not descending else (k > p) for p, k in zip(keys, keys[1:])]
-    total = valsort.combine(dask.compute(*pio.check_tasks(files, by=["a", "b"], descending=descending), scheduler="sync"))
+    order = pio.check_order(by=["a", "b"], descending=descending)
+    total = valsort.combine(pio.comparable(dask.compute(*pio.check_tasks(files, *order), scheduler="sync"), *order))
     assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))
     assert total.first_unordered == (later.index(True) + 1 if any(later) else None)
     shuffled = tmp_path / "shuffled.parquet"
     pq.write_table(pa.Table.from_pandas(df.sample(frac=1, random_state=int(rng.integers(2**31))), preserve_index=False), shuffled)
-    again = valsort.combine(dask.compute(*pio.check_tasks([shuffled], by=["a", "b"]), scheduler="sync"))
+    again = valsort.combine(dask.compute(*pio.check_tasks([shuffled], *pio.check_order(by=["a", "b"])), scheduler="sync"))
     assert again.checksum == total.checksum and again.records == n  # a sum: the order does not change it
 
 
 def test_check_tasks_need_the_sort_columns(tmp_path):
     pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "t.parquet")
     with pytest.raises(InputError, match="pass --by"):
-        pio.check_tasks([tmp_path / "t.parquet"])
+        pio.check_order()
     order = {"by": ["a"], "ascending": [True]}
     with pytest.raises(InputError, match="--descending: this directory's _dsort.json says it was sorted by a ascending"):
-        pio.check_tasks([tmp_path / "t.parquet"], descending=True, order=order)
-    assert len(pio.check_tasks([tmp_path / "t.parquet"], order=order)) == 1
+        pio.check_order(descending=True, order=order)
+    assert pio.check_order(order=order) == (["a"], [True], "last")
+    assert len(pio.check_tasks([tmp_path / "t.parquet"], *pio.check_order(order=order))) == 1
     with pytest.raises(InputError, match="no column 'x'"):
-        pio.check_tasks([tmp_path / "t.parquet"], by=["x"])
+        pio.check_tasks([tmp_path / "t.parquet"], *pio.check_order(by=["x"]))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_check_across_parts_of_different_string_widths_like_python(tmp_path, rng, descending):
+    """Each row group's keys are encoded at its own string width (no pass over the data first);
+    the checks where groups meet compare their end rows at one width: every wrong and equal pair
+    is counted as Python compares the strings, also where a group of short strings meets one of
+    long ones."""
+    words = ["", "a", "ab", "abc", "b", "ba", "zzzzzzzzzz", "é", "a\x00"]
+    n = int(rng.integers(50, 400))
+    s = [str(x) for x in rng.choice(words, n)]
+    for _ in range(int(rng.integers(0, 3))):  # sorted stretches, so groups end and start in order too
+        a, b = np.sort(rng.integers(0, n + 1, 2))
+        s[a:b] = sorted(s[a:b], reverse=descending)
+    df = pd.DataFrame({"s": s, "k": rng.integers(0, 3, n)})
+    files, _ = _files(tmp_path, df, int(rng.integers(1, 4)), rng)
+    keys = list(zip(s, df["k"].tolist()))
+    later = [(k < p) if not descending else (k > p) for p, k in zip(keys, keys[1:])]
+    order = pio.check_order(by=["s", "k"], descending=descending)
+    total = valsort.combine(pio.comparable(dask.compute(*pio.check_tasks(files, *order), scheduler="sync"), *order))
+    assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))

@@ -15,13 +15,16 @@ from .. import tasks
 class SortJob:
     """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.valsort.Summary` (the
     outputs' tasks write their chunk first). Computing both lists together reads the input once.
-    ``finish`` runs on the client after every write (a manifest, say)."""
+    ``finish`` runs on the client after every write (a manifest, say); ``comparable`` makes the
+    outputs' summaries ready for :func:`dsort.valsort.combine` (Parquet: the parts' end rows
+    encoded at one width)."""
 
     records: int
     nbytes: int
     inputs: list[Delayed] = field(default_factory=list)
     outputs: list[Delayed] = field(default_factory=list)
     finish: Callable[[list], None] = lambda summaries: None
+    comparable: Callable[[list], list] = lambda summaries: summaries  # the outputs' summaries, ready for valsort.combine
 
 
 def per_block(phase: str, fn, blocks, *args) -> list[Delayed]:

@@ -137,18 +137,39 @@ def _tally(df) -> valsort.Summary:
     return valsort.Summary(records=len(df), checksum=valsort.exact_sum(row_hashes(df)), bytes=nbytes)
 
 
-def summarize(df, by, ascending, na_position, widths) -> valsort.Summary:
+def summarize(df, by, ascending, na_position) -> valsort.Summary:
+    """One part's summary: its order checked on keys encoded at its own string widths (no pass over
+    the data comes first); its first and last rows' ``by`` values kept as small frames, which
+    :func:`comparable` encodes at one width for the checks across parts."""
     from ..dataframe import encode_keys
 
-    keys = encode_keys(df, by, ascending, na_position, widths)
-    return valsort.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
+    keys = encode_keys(df, by, ascending, na_position)
+    s = valsort.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
+    if len(df):
+        s.first_key, s.last_key = df[list(by)].iloc[:1], df[list(by)].iloc[-1:]
+    return s
 
 
-def _write(df, path, by, ascending, na_position, widths, schema):
+def comparable(summaries, by, ascending, na_position) -> list:
+    """``summaries`` of consecutive parts (:func:`summarize`) with their first and last rows encoded
+    as keys at one string width (the widest of those rows), so :func:`dsort.valsort.combine` can
+    compare each part's last key with the next one's first."""
+    from ..dataframe import encode_keys
+
+    ends = [s for s in summaries if s.records and s.first_key is not None]
+    if not ends:
+        return list(summaries)
+    keys = encode_keys(pd.concat([x for s in ends for x in (s.first_key, s.last_key)]), by, ascending, na_position)
+    for i, s in enumerate(ends):
+        s.first_key, s.last_key = keys[2 * i : 2 * i + 1], keys[2 * i + 1 : 2 * i + 2]
+    return list(summaries)
+
+
+def _write(df, path, by, ascending, na_position, schema):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    s = summarize(df, by, ascending, na_position, widths)
+    s = summarize(df, by, ascending, na_position)
     pq.write_table(pa.Table.from_arrays([pa.array(df[f.name]).cast(f.type) for f in schema], schema=schema), path)  # no pandas metadata
     return s
 
@@ -157,7 +178,7 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``.
     ``external``: through runs under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`),
     in memory bounded by a row group, not the data; the parts are then balanced to within one row."""
-    from ..dataframe import max_string_widths, sort_values, string_columns
+    from ..dataframe import sort_values
 
     df, lens, schema = read(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
@@ -185,16 +206,14 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
     job.finish = finish
+    job.comparable = lambda summaries: comparable(summaries, by, ascending, na_position)
     if n == 0:
         return job
     parts = df.to_delayed(optimize_graph=False)
-    widths = max_string_widths(parts, string_columns(df._meta, by))
     if external:
-        out = sort_values(
-            df, by, ascending=ascending, na_position=na_position, widths=widths, strategy="external", local_directory=local_directory
-        )
+        out = sort_values(df, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=local_directory)
     else:
-        out = sort_values(df, by, ascending=ascending, na_position=na_position, widths=widths)
+        out = sort_values(df, by, ascending=ascending, na_position=na_position)
     job.inputs = per_block(tasks.CHECKSUM_INPUT, _tally, parts)
     job.outputs = per_block(
         tasks.WRITE,
@@ -204,7 +223,6 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
         by,
         ascending,
         na_position,
-        widths,
         schema,
     )
     return job
@@ -215,17 +233,14 @@ def manifest(path: Path) -> dict | None:
     return json.loads(m.read_text()) if m.is_file() else None
 
 
-def _check_part(part, by, ascending, na_position, widths):
-    return summarize(read_row_group(part), by, ascending, na_position, widths)
+def _check_part(part, by, ascending, na_position):
+    return summarize(read_row_group(part), by, ascending, na_position)
 
 
-def check_tasks(files, *, by=None, descending: bool = False, na_position: str = "last", order=None):
-    """One task per row group of ``files``, each giving its :class:`~dsort.valsort.Summary` with the
-    order by ``by`` (from ``order``, a dsort manifest, unless given)."""
-    from dask.base import tokenize
-
-    from ..dataframe import max_string_widths, string_columns
-
+def check_order(*, by=None, descending: bool = False, na_position: str = "last", order=None) -> tuple:
+    """``(by, ascending, na_position)``: the order a check of Parquet looks for, from ``by`` (and
+    ``descending``), else from ``order`` (a dsort manifest); an :class:`InputError` when neither
+    names the sort columns, or ``descending`` contradicts the manifest."""
     if order and not by:
         by, ascending, na_position = order["by"], order["ascending"], order.get("na_position", "last")
         if descending and not all(a is False for a in ascending):
@@ -239,9 +254,16 @@ def check_tasks(files, *, by=None, descending: bool = False, na_position: str = 
         raise InputError(
             "checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output directory names them in its manifest)"
         )
+    return list(by), list(ascending), na_position
+
+
+def check_tasks(files, by, ascending, na_position) -> list:
+    """One task per row group of ``files``, each giving its :class:`~dsort.valsort.Summary` in the
+    order ``(by, ascending, na_position)`` (:func:`check_order`); pass their results through
+    :func:`comparable` before :func:`dsort.valsort.combine`. Each row group is read once."""
+    from dask.base import tokenize
+
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
-    meta = frame(schema.empty_table())
     token = tokenize(parts, by, ascending, na_position)
-    widths = max_string_widths(tasks.each(tasks.READ, token, read_row_group, [(p,) for p in parts]), string_columns(meta, by))
-    return tasks.each(tasks.CHECK, token, _check_part, [(p, by, ascending, na_position, widths) for p in parts])
+    return tasks.each(tasks.CHECK, token, _check_part, [(p, by, ascending, na_position) for p in parts])
