@@ -356,8 +356,16 @@ def report_stages(task: str, watch: F.Stopwatch) -> None:
 
 
 def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
-    """Partition ``p`` as rows (key bytes, row bytes), sorted by their keys and kept as run ``p``."""
+    """Partition ``p`` as rows (key bytes, row bytes), sorted by their keys and kept as run ``p``.
+    On a GPU the rows are built there: the columns go as they are, keys and rows are made on the
+    device (no host pass over the rows)."""
     watch = F.Stopwatch()
+    if job.gpu:
+        with F.on_stream(_device()):  # this thread's own stream: the worker's threads overlap on the GPU
+            rows = _device_rows(job, part, watch)
+            run = F.sort_and_keep(job, p, rows, watch, _device())
+        report_stages("run", watch)
+        return run
     keys, _ = job.spec.encode(part)
     rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
     kb = job.layout.key_bytes
@@ -365,15 +373,37 @@ def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
     rows.reshape(-1).view(key)["key"] = np.ascontiguousarray(keys).reshape(-1).view(f"V{kb}")  # each key as one element
     job.codec.encode(part, rows, kb)
     watch.lap("encode")
-    if not job.gpu:
-        run = F.sort_and_keep(job, p, rows, watch)
-    else:
-        with F.on_stream(_device()):  # this thread's own stream: the worker's threads overlap on the GPU
-            rows = chunk.on_gpu(rows)
-            watch.lap("copy in")
-            run = F.sort_and_keep(job, p, rows, watch, _device())
+    run = F.sort_and_keep(job, p, rows, watch)
     report_stages("run", watch)
     return run
+
+
+def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
+    """The run rows of ``part`` made on the current GPU: its columns (and index) copied there as
+    they are, then the keys (:func:`dsort.frame_keys.write_number_keys`: a fixed-width frame's
+    sort columns are all numbers, booleans, datetimes or durations) and the rows' bytes written."""
+    import cupy
+
+    from .frame_keys import write_number_keys
+
+    host = job.codec.columns(part)
+    kinds = [x.dtype.kind for x in host]
+    columns = [chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(host, kinds)]  # CuPy has no datetimes
+    watch.lap("copy in")
+    names = list(part.columns)
+    keys = [names.index(c) if c in names else len(names) for c in job.spec.by]  # else: the index, by its name
+    rows = cupy.empty((len(part), job.layout.row_bytes), cupy.uint8)
+    write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys])
+    job.codec.place(columns, rows, job.layout.key_bytes)
+    _sync_device()
+    watch.lap("encode")
+    return rows
+
+
+def _sync_device() -> None:
+    import cupy
+
+    cupy.cuda.get_current_stream().synchronize()
 
 
 def fixed_cuts(job: FixedFrameJob, *runs):
@@ -386,16 +416,20 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     """Output partition ``t``: its slices of every run merged, decoded into a frame."""
     gpu = _device() if job.gpu else None
     watch = F.Stopwatch()
+    out = None
     with F.on_stream(gpu) if gpu is not None else contextlib.nullcontext():  # as fixed_run
         merged = F.merge_rows(job, cut, t, watch, gpu)
-        if merged is not None:
-            rows = dev.to_host(merged[1]) if gpu is not None else merged[1]
+        if merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
+            columns = job.codec.pick(merged[1], job.layout.key_bytes)
+            _sync_device()
+            watch.lap("decode")
+            out = job.codec.frame([dev.to_host(x) for x in columns])
             watch.lap("copy out")
     R.finish(job.store, t, job.partitions)
-    if merged is None:
-        rows = np.empty((0, job.layout.row_bytes), np.uint8)
-    out = job.codec.decode(rows, job.layout.key_bytes)
-    watch.lap("decode")
+    if out is None:
+        rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
+        out = job.codec.decode(rows, job.layout.key_bytes)
+        watch.lap("decode")
     report_stages("merge", watch)
     if job.ignore_index:
         import pandas as pd

@@ -44,28 +44,18 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     if _is_decimal(dtype):
         v = _decimal_bytes(s)
     elif pdt.is_bool_dtype(dtype):
-        v = s.to_numpy(dtype=bool, na_value=False).astype(np.uint8).reshape(n, 1)
+        v, _ = number_word(s.to_numpy(dtype=bool, na_value=False))
     elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
         if pdt.is_integer_dtype(dtype):
-            np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
-            x = s.to_numpy(dtype=np_dtype, na_value=0)
+            x = s.to_numpy(dtype=np.dtype(getattr(dtype, "numpy_dtype", dtype)), na_value=0)
         else:
-            x = s.to_numpy().view(np.int64).copy()  # a copy: pandas may hand out read-only views
-            x[na] = 0
-            np_dtype = np.dtype(np.int64)
-        u = x.view(f"u{np_dtype.itemsize}")
-        if np_dtype.kind == "i":
-            u = u ^ np.array(1 << (8 * np_dtype.itemsize - 1), dtype=u.dtype)
-        v = u  # one unsigned word per row, written big-endian below
+            x = s.to_numpy()
+        v, missing = number_word(x)  # one unsigned word per row, written big-endian below
+        na |= missing
     elif pdt.is_float_dtype(dtype):
         np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
-        if np_dtype.itemsize not in (4, 8):
-            np_dtype = np.dtype(np.float64)
-        x = s.to_numpy(dtype=np_dtype, na_value=np.nan)
-        na |= np.isnan(x)
-        bits = np.where(na, 0, x + np_dtype.type(0.0)).astype(np_dtype).view(f"u{np_dtype.itemsize}")  # -0.0 → +0.0
-        top = np.array(1 << (8 * np_dtype.itemsize - 1), dtype=bits.dtype)
-        v = np.where(bits & top, ~bits, bits | top)  # one unsigned word per row, written big-endian below
+        v, missing = number_word(s.to_numpy(dtype=np_dtype if np_dtype.itemsize in (4, 8) else np.float64, na_value=np.nan))
+        na |= missing
     elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
         data, offsets = _utf8_buffers(s)
         width = max(int(width or 0), 1)
@@ -100,6 +90,53 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     if na.any():
         out[na, 1:] = 0
     return out
+
+
+def number_word(x, xp=np, kind=None) -> tuple:
+    """``(words, missing)`` of an array (NumPy, or CuPy with ``xp=cupy``) of numbers, booleans,
+    datetimes or durations of a NumPy dtype: unsigned words whose order is the values' order
+    (sign bit flipped; all bits flipped for negative floats; -0.0 as +0.0; float16 as float64),
+    and where the values are missing (NaN, NaT), whose words are 0. The one home of the order of
+    numbers: the keys made on the host (:func:`_column_key`) and on a GPU (:func:`write_number_keys`).
+    ``kind``: the values' NumPy kind where ``x`` holds them as other words (``"M"``/``"m"`` for
+    datetimes or durations given as int64, which CuPy holds)."""
+    kind, size = kind or x.dtype.kind, x.dtype.itemsize
+    if kind == "b":
+        return x.astype(xp.uint8), xp.zeros(len(x), dtype=bool)
+    if kind in "mM":  # NaT is the smallest int64
+        i = x.view(xp.int64)
+        na = i == np.iinfo(np.int64).min
+        return xp.where(na, 0, i ^ np.int64(np.iinfo(np.int64).min)).view(xp.uint64), na
+    if kind in "iu":
+        u = x.view(f"u{size}")
+        if kind == "i":
+            u = u ^ xp.array(1 << (8 * size - 1), dtype=u.dtype)
+        return u, xp.zeros(len(x), dtype=bool)
+    if kind != "f":
+        raise TypeError(f"not a number: {x.dtype}")
+    if size not in (4, 8):
+        x, size = x.astype(np.float64), 8
+    na = xp.isnan(x)
+    bits = xp.where(na, 0, x + x.dtype.type(0.0)).astype(x.dtype).view(f"u{size}")  # -0.0 → +0.0
+    top = xp.array(1 << (8 * size - 1), dtype=bits.dtype)
+    return xp.where(na, 0, xp.where(bits & top, ~bits, bits | top)), na
+
+
+def write_number_keys(spec, columns, out, xp, kinds=None) -> None:
+    """The keys of ``spec`` (all its columns numbers, booleans, datetimes or durations of NumPy
+    dtypes, given as arrays of ``xp``, one per ``spec.by`` column; ``kinds``: their NumPy kinds
+    where an array holds other words, see :func:`number_word`) written into the first
+    ``spec.width(())`` bytes of every row of ``out`` (``(n, width)`` uint8 of ``xp``), as
+    :meth:`KeySpec.encode` writes them on the host: byte slices, for arrays on a GPU."""
+    na_first, at = spec.na_position == "first", 0
+    for x, ascending, kind in zip(columns, spec.ascending, kinds or [None] * len(columns)):
+        word, na = number_word(x, xp, kind)
+        size = word.dtype.itemsize
+        if not ascending:
+            word = xp.where(na, 0, ~word)
+        out[:, at] = ~na if na_first else na
+        out[:, at + 1 : at + 1 + size] = word.view(xp.uint8).reshape(len(word), size)[:, ::-1]  # big-endian
+        at += 1 + size
 
 
 def unordered(s: pd.Series) -> TypeError:
@@ -355,10 +392,25 @@ class RowCodec:
         """``rows`` (C-contiguous ``(n, width)`` uint8) as n records whose fields are the columns
         then the index, from byte ``at`` of each row on: each value read or written as one element,
         not byte by byte."""
-        offsets = [at + int(o) for o in np.cumsum([0] + [np.dtype(d).itemsize for d in self.dtypes[:-1]])]
         names = [f"f{i}" for i in range(len(self.dtypes))]
-        struct = np.dtype({"names": names, "formats": list(self.dtypes), "offsets": offsets, "itemsize": rows.shape[1]})
+        struct = np.dtype({"names": names, "formats": list(self.dtypes), "offsets": self._offsets(at), "itemsize": rows.shape[1]})
         return np.ascontiguousarray(rows).reshape(-1).view(struct)
+
+    def columns(self, df: pd.DataFrame) -> list:
+        """The frame's columns, then its index, as NumPy arrays of the codec's dtypes."""
+        values = [df[c].to_numpy() for c in df.columns] + [df.index.to_numpy()]
+        return [np.asarray(v, dtype=d) for v, d in zip(values, self.dtypes)]
+
+    def frame(self, columns: list) -> pd.DataFrame:
+        """The frame of :meth:`columns`' arrays (NumPy; or their bytes as unsigned words, as
+        :meth:`pick` gives them)."""
+        columns = [x if x.dtype == d else x.view(d) for x, d in zip(columns, self.dtypes)]
+        meta = self.meta
+        index = pd.Index(columns[-1], name=meta.index.name, dtype=meta.index.dtype)
+        return pd.DataFrame(dict(zip(range(len(columns) - 1), columns[:-1])), index=index).set_axis(meta.columns, axis=1)
+
+    def _offsets(self, at: int) -> list:
+        return [at + int(o) for o in np.cumsum([0] + [np.dtype(d).itemsize for d in self.dtypes[:-1]])]
 
     def encode(self, df: pd.DataFrame, out: np.ndarray | None = None, at: int = 0) -> np.ndarray:
         """``(len(df), row_bytes)`` uint8: the rows' bytes; or written into bytes ``at`` on of
@@ -366,16 +418,25 @@ class RowCodec:
         if out is None:
             out = np.empty((len(df), self.row_bytes), np.uint8)
         records = self._fields(out, at)
-        values = [df[c].to_numpy() for c in df.columns] + [df.index.to_numpy()]
-        for name, v, d in zip(records.dtype.names, values, self.dtypes):
-            records[name] = np.asarray(v, dtype=d)
+        for name, v in zip(records.dtype.names, self.columns(df)):
+            records[name] = v
         return out
 
     def decode(self, rows: np.ndarray, at: int = 0) -> pd.DataFrame:
         """The frame of ``rows`` (``(n, width)`` uint8 holding :meth:`encode`'s bytes from byte
         ``at`` of every row on)."""
         records = self._fields(rows, at)
-        cols = [np.ascontiguousarray(records[name]) for name in records.dtype.names]
-        meta = self.meta
-        index = pd.Index(cols[-1], name=meta.index.name, dtype=meta.index.dtype)
-        return pd.DataFrame(dict(zip(range(len(cols) - 1), cols[:-1])), index=index).set_axis(meta.columns, axis=1)
+        return self.frame([np.ascontiguousarray(records[name]) for name in records.dtype.names])
+
+    def place(self, columns: list, out, at: int) -> None:
+        """:meth:`encode` of arrays of any module (CuPy's on a GPU: byte slices, no structured views):
+        ``columns`` (as :meth:`columns` gives them) written into bytes ``at`` on of every row of ``out``."""
+        for x, d, off in zip(columns, self.dtypes, self._offsets(at)):
+            size = np.dtype(d).itemsize
+            out[:, off : off + size] = x.view(out.dtype).reshape(len(x), size)
+
+    def pick(self, rows, at: int) -> list:
+        """The inverse of :meth:`place`: the columns' bytes as unsigned words (arrays of ``rows``'
+        module, contiguous: CuPy has no datetimes), for :meth:`frame`."""
+        n, sizes = len(rows), [np.dtype(d).itemsize for d in self.dtypes]
+        return [rows[:, off : off + size].copy().view(f"u{size}").reshape(n) for size, off in zip(sizes, self._offsets(at))]
