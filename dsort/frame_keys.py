@@ -417,6 +417,8 @@ class RowCodec:
         every row of ``out`` (``(len(df), width)`` uint8, C-contiguous), which is returned."""
         if out is None:
             out = np.empty((len(df), self.row_bytes), np.uint8)
+        elif not out.flags.c_contiguous:  # the records would view a copy: nothing written to out
+            raise ValueError("RowCodec.encode writes into C-contiguous rows only")
         records = self._fields(out, at)
         for name, v in zip(records.dtype.names, self.columns(df)):
             records[name] = v

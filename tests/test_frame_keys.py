@@ -106,6 +106,8 @@ def test_fixed_width_rows_round_trip(rng):
     inside = np.s_[at : at + codec.row_bytes]
     np.testing.assert_array_equal(np.delete(wide, inside, axis=1), np.delete(before, inside, axis=1))
     pd.testing.assert_frame_equal(codec.decode(wide, at), df)
+    with pytest.raises(ValueError, match="C-contiguous"):
+        codec.encode(df, np.zeros((n, 2 * (at + codec.row_bytes)), np.uint8)[:, ::2], at)
     for other in (
         df.assign(s="x"),
         df.assign(n=pd.array([1] * n, dtype="Int64")),
