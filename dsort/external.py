@@ -24,7 +24,6 @@ temporary directory, which on one machine they share).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, replace
@@ -395,15 +394,9 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
     rows = cupy.empty((len(part), job.layout.row_bytes), cupy.uint8)
     write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys])
     job.codec.place(columns, rows, job.layout.key_bytes)
-    _sync_device()
+    F.sync(_device())
     watch.lap("encode")
     return rows
-
-
-def _sync_device() -> None:
-    import cupy
-
-    cupy.cuda.get_current_stream().synchronize()
 
 
 def fixed_cuts(job: FixedFrameJob, *runs):
@@ -417,11 +410,11 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     gpu = _device() if job.gpu else None
     watch = F.Stopwatch()
     out = None
-    with F.on_stream(gpu) if gpu is not None else contextlib.nullcontext():  # as fixed_run
+    with F.on_stream(gpu):  # as fixed_run
         merged = F.merge_rows(job, cut, t, watch, gpu)
         if merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
             columns = job.codec.pick(merged[1], job.layout.key_bytes)
-            _sync_device()
+            F.sync(gpu)
             watch.lap("decode")
             out = job.codec.frame([dev.to_host(x) for x in columns])
             watch.lap("copy out")

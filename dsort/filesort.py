@@ -83,10 +83,13 @@ _slots_lock = threading.Lock()
 
 
 @contextlib.contextmanager
-def on_stream(gpu: int):
+def on_stream(gpu):
     """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
     overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks),
-    waiting for its work at the end."""
+    waiting for its work at the end; on the CPU where ``gpu`` is None."""
+    if gpu is None:
+        yield
+        return
     import cupy
 
     with cupy.cuda.Device(gpu):
@@ -112,7 +115,8 @@ def _on(gpu, job: Job | None = None):
         yield
 
 
-def _sync(gpu):
+def sync(gpu):
+    """Wait for this thread's work on GPU ``gpu`` (its current stream); nothing where ``gpu`` is None."""
     if gpu is not None:
         import cupy
 
@@ -146,7 +150,7 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
             os.close(fd)
         watch.lap("read + copy in")
     summary = valsort.Summary(records=n, checksum=valsort.exact_sum(valsort.crc32_rows(rows)), bytes=n * lay.row_bytes)
-    _sync(gpu)
+    sync(gpu)
     watch.lap("checksum")
     return sort_and_keep(job, i, rows, watch, gpu), summary
 
@@ -168,10 +172,10 @@ def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
         rows = keys if lay.dtype is None else lay.rows_of(keys)
         sample = keys[:: job.spacing]
     sample = dev.to_host(sample)
-    _sync(gpu)
+    sync(gpu)
     watch.lap("sort")
     run = R.store(job.store).put(i, rows, sample=sample)
-    _sync(gpu)
+    sync(gpu)
     watch.lap("keep run" if run.tier != "disk" else "write run")
     return run
 
@@ -227,7 +231,7 @@ def merge_task(job: Job, cut, t: int):
             return valsort.Summary(), watch.times
         keys, rows = merged
         summary = valsort.summarize(keys, rows, descending=job.descending)
-        _sync(gpu)
+        sync(gpu)
         watch.lap("checksum")
         _write_at(job.output, job.out_offset + first * lay.row_bytes, rows, gpu)
         watch.lap("copy out + write" if gpu is not None else "write")
@@ -244,7 +248,7 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None):
     recover = (lambda q: _make_run(job, q, Stopwatch(), gpu)[0]) if isinstance(job, Job) else None
     items = [(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
     slices = store.read_many(items, gpu, recover)
-    _sync(gpu)
+    sync(gpu)
     watch.lap("read runs")
     if not slices:
         return None
@@ -253,7 +257,7 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None):
         rows = engines.take_rows(dev.xp_of(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
     else:
         rows = keys if lay.dtype is None else lay.rows_of(keys)
-    _sync(gpu)
+    sync(gpu)
     watch.lap("merge")
     return keys, rows
 
