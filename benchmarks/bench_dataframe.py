@@ -169,8 +169,9 @@ def _check(out, expected) -> None:
 
 
 class _OneGPU(WorkerPlugin):
-    """A worker plugin: worker ``i`` (by name) sees GPU ``i mod gpus`` only (set before CUDA starts
-    in that process), so several worker processes share each GPU."""
+    """A worker plugin: worker ``i`` (by name) works on GPU ``i mod gpus`` (its device 0, set before
+    CUDA starts in that process), so several worker processes share each GPU; it sees the others
+    after it, as dask-cuda's workers do (so it can open the runs kept on them)."""
 
     name = "dsort-bench-one-gpu"
 
@@ -180,7 +181,8 @@ class _OneGPU(WorkerPlugin):
     def setup(self, worker):
         import os
 
-        os.environ["CUDA_VISIBLE_DEVICES"] = str(int(worker.name) % self.gpus)
+        first = int(worker.name) % self.gpus
+        os.environ["CUDA_VISIBLE_DEVICES"] = ",".join(str((first + k) % self.gpus) for k in range(self.gpus))
 
 
 def _same(part):

@@ -434,7 +434,7 @@ def sort_values_external(
     if codec is not None:  # fixed-width columns: rows in the run store, no pickling
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
-        store = external.store_config(tok, layout.row_bytes, local_directory, budget)
+        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
         job = external.FixedFrameJob(layout, spec, codec, job.partitions, 256, store, ignore_index=ignore_index, gpu=device == "gpu")
         run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
     dsk = {}

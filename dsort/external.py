@@ -182,17 +182,22 @@ def one_host() -> bool:
     return len({w.get("host") for w in workers}) <= 1
 
 
-def store_config(token: str, row_bytes: int, local_directory, host_budget: int) -> R.StoreConfig:
+def store_config(token: str, row_bytes: int, local_directory, host_budget: int, gpu: bool = False) -> R.StoreConfig:
     """The run store of one sort: ``host_budget`` bytes in memory (0: files only), files in a new
     directory under ``local_directory``, removed by the last merge or, failing that, when this
-    process exits; stores left by killed processes are removed here."""
+    process exits; stores left by killed processes are removed here. ``gpu``: runs sorted on GPUs
+    stay there, shared by every worker process of the machine, where the graph runs on one
+    (``dsort.runs.shared-gpu-fraction`` of each GPU's memory at most; beyond it, files)."""
     import dask
+
+    from . import config
 
     base = Path(local_directory or dask.config.get("temporary-directory", None) or tempfile.gettempdir()).absolute()
     R.remove_leftovers(base, PREFIX)
     directory = str(base / f"{PREFIX}-{os.getpid()}-{token[:16]}")
     atexit.register(R.drop, token, directory)
-    return R.StoreConfig(token, directory, row_bytes, host_budget, 0)
+    shared = float(config.get("runs.shared-gpu-fraction")) if gpu and one_host() else 0.0
+    return R.StoreConfig(token, directory, row_bytes, host_budget, 0, shared_fraction=shared)
 
 
 # -- dataframes -------------------------------------------------------------------------------------
@@ -401,8 +406,10 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
 
 def fixed_cuts(job: FixedFrameJob, *runs):
     """The cuts of ``job.partitions`` balanced output partitions (:func:`frame_cuts`)."""
-
-    return F.cut_runs(replace(job, range_rows=plan.balanced(sum(r.rows for r in runs), job.partitions)), list(runs))
+    watch = F.Stopwatch()
+    cut = F.cut_runs(replace(job, range_rows=plan.balanced(sum(r.rows for r in runs), job.partitions)), list(runs), watch)
+    report_stages("cuts", watch)
+    return cut
 
 
 def fixed_merge(job: FixedFrameJob, cut, t: int):

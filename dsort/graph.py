@@ -208,16 +208,17 @@ def _external_job(keys, values, positions, sizes, descending, na_position, devic
         value_dtype, value_shape = None, ()
     value_bytes = 0 if value_dtype is None else value_dtype.itemsize * int(np.prod(value_shape, dtype=np.int64))
     layout = R.Layout(key_bytes + value_bytes, key_bytes, None if byte_rows else keys.dtype.str)
+    gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     return external.ArrayJob(
         layout=layout,
         range_rows=tuple(sizes),
         spacing=plan.sample_spacing(sizes, max(len(sizes) - 1, 1)),
-        store=external.store_config(token, layout.row_bytes, local_directory, host_budget),
+        store=external.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
         key_shape=tuple(keys.shape[1:]),
         value_dtype=value_dtype,
         value_shape=value_shape,
         positions=positions,
-        gpu=device == "gpu" or not isinstance(keys._meta, np.ndarray),
+        gpu=gpu,
         descending=descending,
         na_position=na_position,
     )

@@ -4,14 +4,19 @@ A *run* is one sorted block of fixed-width rows (a record, or a ``.npy`` element
 task puts it here and hands the task graph only a :class:`Run` handle (where it is, how many rows,
 its regular sample), never the rows. Three tiers, tried in this order while their budgets allow:
 
+``shared``  on the GPU that sorted it, where every worker process of the machine opens it
+            (CUDA IPC) and copies its slices device to device: distributed GPU workers on one
+            host, while the GPU's used memory stays within ``StoreConfig.shared_fraction``;
 ``device``  on the GPU that sorted it (nothing crosses PCIe twice when the data fits on the GPUs);
 ``host``    in this process's memory;
 ``disk``    one file per run in the store's directory (the job's local directory).
 
 Budgets are bytes per tier (the device budget per GPU); a run goes whole to the first tier with
-room. A store lives in one process: the embedded (threaded) service keeps all three tiers; on a
-distributed cluster every worker keeps its runs on disk in a directory all workers see, so any
-worker can read any slice. :meth:`RunStore.close` removes everything the store holds.
+room. A store lives in one process: the embedded (threaded) service keeps the memory tiers; on a
+distributed cluster every worker keeps its runs on its GPU (shared) or on disk in a directory all
+workers see, so any worker can read any slice. :meth:`RunStore.close` removes everything the store
+holds; a worker's shared runs are freed once the job's directory is gone (the last merge removes
+it), when no reader holds them open any more.
 
 Rows are read back as slices ``[lo, hi)`` of a run, onto the device that asks (a CuPy array on
 that GPU) or into host memory: the merges read exactly the rows of their output range.
@@ -25,6 +30,7 @@ import ctypes
 import os
 import shutil
 import threading
+import time
 import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,7 +39,7 @@ import numpy as np
 
 from .engine import device as dev
 
-TIERS = ("device", "host", "disk")
+TIERS = ("shared", "device", "host", "disk")
 
 
 @dataclass(frozen=True)
@@ -76,6 +82,7 @@ class Run:
     sample: object = field(default=None, repr=False, compare=False)  # keys at run positions 0, s, 2s, ... (NumPy)
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
     row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
+    shared: object = None  # a shared run's handle (:class:`dsort.engine.device.Shared`)
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,7 @@ class StoreConfig:
     host_budget: int = 0
     device_budget: int = 0
     local: bool = False  # on a dask cluster: runs on each worker's own local directory, read where they are
+    shared_fraction: float = 0.0  # runs on the GPUs, shared by this host's processes, while a GPU's use stays within this
 
 
 class RunStore:
@@ -128,6 +136,10 @@ class RunStore:
         cfg = self.config
         if dev.is_device_array(rows):
             gpu = rows.device.id
+            if cfg.shared_fraction and nbytes and dev.room(gpu, nbytes, cfg.shared_fraction):
+                self._data[index], handle = dev.share(rows)
+                _watch(cfg.job, cfg.directory)
+                return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.worker, shared=handle)
             if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget):
                 self._data[index] = rows
                 return Run(cfg.job, index, n, "device", device=gpu, sample=sample)
@@ -165,7 +177,14 @@ class RunStore:
         total = 0
         fetched = self._fetch_remote(items, recover)
         widths = [run.row_bytes or self.config.row_bytes for run, _, _ in items]
-        with _Files() as files:  # one handle per run file for all its slices (the cuts read thousands of windows)
+        others = {}  # other processes' shared runs, by index: opened for this read only
+        for i, (run, _, _) in enumerate(items):
+            if i not in fetched and run.tier == "shared" and run.shared.pid != os.getpid():
+                others.setdefault(run.index, run)
+        host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
+        # one handle per run file for all its slices (the cuts read thousands of windows)
+        with _Files() as files, dev.opened([r.shared for r in others.values()]) as opened:
+            opened = dict(zip(others, opened))
             for i, (run, lo, hi) in enumerate(items):
                 lo, hi, rb = int(lo), int(hi), widths[i]
                 if i in fetched:
@@ -179,12 +198,24 @@ class RunStore:
                     out[i] = files.read(run.path, lo * rb, hi - lo, rb)
                 elif run.tier == "host" and gpu is None:
                     out[i] = self._data[run.index][lo:hi]
-                elif run.tier == "device":
-                    part = self._data[run.index][lo:hi]
-                    out[i] = dev.to_host(part) if gpu is None else part if gpu == run.device else dev.peer_copy(part, run.device, gpu)
+                elif run.tier in ("device", "shared"):
+                    src, d = opened.get(run.index) or (self._data[run.index], run.device)
+                    if src is None:
+                        raise OSError(f"run {run.index} is on a GPU this process does not see (PCI bus {run.shared.bus})")
+                    if gpu is None and run.tier == "shared":
+                        host_reads.setdefault(run.index, (src, d, []))[2].append((i, lo, hi))
+                    elif gpu is None:
+                        out[i] = dev.to_host(src[lo:hi])
+                    elif gpu != d:
+                        out[i] = dev.peer_copy(src[lo:hi], d, gpu)
+                    else:  # another process's rows are copied before they close; this one's are read in place
+                        out[i] = src[lo:hi].copy() if run.index in opened else src[lo:hi]
                 else:
                     segments.append((i, run, lo * rb, (hi - lo) * rb, total))
                     total += (hi - lo) * rb
+            for src, d, reads in host_reads.values():
+                for (i, _, _), rows in zip(reads, dev.slices_to_host(src, d, [(lo, hi) for _, lo, hi in reads])):
+                    out[i] = rows
         if segments:
             starts = [s[4] for s in segments]
 
@@ -218,11 +249,8 @@ class RunStore:
         import dask
 
         everywhere = dask.config.get("dsort.read-runs-where-they-are", False)  # also where the files are visible
-        remote = {
-            i: it
-            for i, it in enumerate(items)
-            if it[0].worker and it[0].worker != self.worker and (everywhere or not os.path.exists(it[0].path))
-        }
+        mine = self.worker
+        remote = {i: it for i, it in enumerate(items) if it[0].worker and it[0].worker != mine and (everywhere or not _visible(it[0]))}
         if not remote:
             return {}
         from distributed import wait, worker_client
@@ -283,6 +311,14 @@ class RunStore:
             shutil.rmtree(self.config.directory, ignore_errors=True)
 
 
+def _visible(run: Run) -> bool:
+    """Whether this process reads ``run`` itself: its file is visible here, or its GPU (a shared
+    run's; the process that made it reads it in place)."""
+    if run.tier == "shared":
+        return run.shared.pid == os.getpid() or dev.local_device(run.shared.bus) is not None
+    return os.path.exists(run.path)
+
+
 def _this_worker():
     """The dask worker running this task, or None (dask's local schedulers, the client)."""
     try:
@@ -312,6 +348,39 @@ def store(config: StoreConfig) -> RunStore:
         if s is None:
             s = _stores[config.job] = RunStore(config)
         return s
+
+
+# -- shared runs: freed by the process that made them, once the job is over -------------------
+
+_watched: dict[str, str] = {}  # job -> its directory, for the jobs whose shared runs this process holds
+_watch_lock = threading.Lock()
+WATCH_SECONDS = 0.25
+
+
+def _watch(job: str, directory: str) -> None:
+    """Free this process's shared runs of ``job`` once ``directory`` is gone (made here now; the
+    last merge removes it, or the process that built the graph when it exits), looked at every
+    :data:`WATCH_SECONDS` by one thread."""
+    os.makedirs(directory, exist_ok=True)
+    with _watch_lock:
+        start = not _watched
+        _watched[job] = directory
+    if start:
+        threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True).start()
+
+
+def _free_finished() -> None:
+    while True:
+        time.sleep(WATCH_SECONDS)
+        with _watch_lock:
+            gone = [j for j, d in _watched.items() if not os.path.isdir(d)]
+            for j in gone:
+                del _watched[j]
+            idle = not _watched
+        for j in gone:
+            drop(j)
+        if idle:
+            return
 
 
 def drop(job: str, directory: str | None = None) -> None:

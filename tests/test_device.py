@@ -89,3 +89,65 @@ def test_page_locks_never_cover_another_copys_pageable_bytes(fake_locks):
             if case in ("adjacent", "same"):  # nothing to refuse: both are locked (the same lock, shared)
                 assert span_b is not None, case
         assert fake_locks == {}, case  # every lock released by its last user
+
+
+def test_opening_no_shared_arrays_needs_no_gpu():
+    with device.opened([]) as got:
+        assert got == []
+
+
+_CHILD = """
+import pickle, sys
+import numpy as np
+from dsort.engine import device
+shared, ranges = pickle.loads(sys.stdin.buffer.read())
+with device.opened([shared]) as [(x, d)]:
+    whole = device.to_host(x)
+    parts = device.slices_to_host(x, d, ranges)
+sys.stdout.buffer.write(pickle.dumps((d, whole, parts)))
+"""
+
+
+@pytest.mark.gpu
+def test_a_shared_device_array_is_read_by_another_process(rng):
+    """A device array shared by this process is opened by another (CUDA IPC), on the same GPU by
+    its PCI bus id, and read whole and in slices; the owner's copy is its own allocation."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import os
+    import pickle
+    import subprocess
+    import sys
+
+    import cupy
+
+    n = int(rng.integers(1, 5000))
+    x = cupy.asarray(rng.integers(0, 256, (n, 7), dtype=np.uint8))
+    own, shared = device.share(x)
+    assert shared.pid == os.getpid() and shared.shape == (n, 7) and device.local_device(shared.bus) == x.device.id
+    assert own.data.ptr != x.data.ptr and bool((own == x).all())
+    cuts = np.sort(rng.integers(0, n + 1, 6))
+    ranges = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD], input=pickle.dumps((shared, ranges)), capture_output=True, timeout=120, check=True
+    )
+    d, whole, parts = pickle.loads(child.stdout)
+    host = cupy.asnumpy(x)
+    assert d == x.device.id
+    np.testing.assert_array_equal(whole, host)
+    for (a, b), got in zip(ranges, parts):
+        np.testing.assert_array_equal(got, host[a:b])
+
+
+@pytest.mark.gpu
+def test_room_counts_the_gpus_used_memory():
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import cupy
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    assert device.room(0, 0, 1.0) and not device.room(0, free + 1, 1.0) and not device.room(0, 0, 0.0)

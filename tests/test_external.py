@@ -241,11 +241,12 @@ def test_fixed_width_frame_tasks_report_their_stages(tmp_path, rng):
             got = sort_values(ddf, "k", strategy="external", npartitions=outputs, local_directory=tmp_path).compute()
             events = [e for _, e in client.get_events(external.STAGES)]
     pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
-    assert sorted(e["task"] for e in events) == ["merge"] * outputs + ["run"] * parts
+    assert sorted(e["task"] for e in events) == ["cuts"] + ["merge"] * outputs + ["run"] * parts
     for e in events:
         stages = {k: v for k, v in e.items() if isinstance(v, float)}  # distributed adds the worker's address
         assert all(v >= 0 for v in stages.values())
-        assert {"encode", "sort"} <= set(stages) if e["task"] == "run" else {"read runs", "merge", "decode"} <= set(stages)
+        wanted = {"run": {"encode", "sort"}, "cuts": {"windows", "read windows", "exact cuts"}, "merge": {"read runs", "merge", "decode"}}
+        assert wanted[e["task"]] <= set(stages)
     assert external.report_stages("run", external.F.Stopwatch()) is None  # outside a worker: nothing, no error
 
 
@@ -291,3 +292,44 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
         got = external._device_rows(job, df, Stopwatch())
         np.testing.assert_array_equal(cupy.asnumpy(got), host)
         pd.testing.assert_frame_equal(codec.frame([cupy.asnumpy(x) for x in codec.pick(got, kb)]), df)
+
+
+def _held_runs():
+    """A worker's jobs with runs still held (stores, shared runs watched)."""
+    return sorted(R._stores) + sorted(R._watched)
+
+
+@pytest.mark.gpu
+def test_on_gpu_worker_processes_runs_stay_on_the_gpu_and_are_freed(tmp_path, rng):
+    """Worker processes of one machine sorting on its GPU keep their runs there (no run file is
+    written; the other processes copy their slices out through CUDA IPC), the results are pandas'
+    and NumPy's, and every worker has freed its runs once the sort is done."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import time
+
+    distributed = pytest.importorskip("distributed")
+    dd = pytest.importorskip("dask.dataframe")
+    from dsort.dataframe import sort_values
+
+    n = int(rng.integers(20_000, 40_000))
+    df = pd.DataFrame({"k": rng.integers(-500, 500, n), "v": rng.random(n)})  # many ties: the stable order shows
+    a = rng.integers(0, 100, n)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            ddf = dd.from_pandas(df, npartitions=6, sort=False).persist()
+            got = sort_values(ddf, "k", strategy="external", npartitions=5, local_directory=tmp_path, device="gpu").compute()
+            events = [e for _, e in client.get_events(external.STAGES)]
+            order = dsort.argsort(da.from_array(a, chunks=7_000), strategy="external", device="gpu", local_directory=tmp_path).compute()
+            deadline = time.monotonic() + 20
+            while any(client.run(_held_runs).values()) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            held = client.run(_held_runs)
+    pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
+    np.testing.assert_array_equal(order, np.argsort(a, kind="stable"))
+    runs = [e for e in events if e["task"] == "run"]
+    assert len(runs) == 6 and all("keep run" in e and "write run" not in e for e in runs)
+    assert not any(held.values()), held
+    assert os.listdir(tmp_path) == []

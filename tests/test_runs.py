@@ -110,3 +110,43 @@ def test_files_are_read_and_written_whole(tmp_path, rng):
     assert list(buf[7:21]) == [0] * 14 and list(buf[:7]) == list(rows[0])
     with pytest.raises(OSError, match="end of file"):
         R.read_file(path, 7 * 299, 2, 7)
+
+
+def test_a_file_run_is_visible_where_its_file_is(tmp_path):
+    path = tmp_path / "run-000000.bin"
+    run = R.Run("job", 0, 1, "disk", path=str(path))
+    assert not R._visible(run)
+    path.write_bytes(b"x")
+    assert R._visible(run)
+
+
+@pytest.mark.gpu
+def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, rng):
+    """On a GPU, with room, a run is kept there as a shared run (its owner reads it in place, onto
+    its GPU or into host memory); past the room it goes to a file; the last reader's finish frees it."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import time
+
+    import cupy
+
+    config = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 6, shared_fraction=1.0)
+    store = R.store(config)
+    rows = rng.integers(0, 256, (1000, 6), dtype=np.uint8)
+    run = store.put(0, cupy.asarray(rows))
+    assert run.tier == "shared" and run.shared.pid == os.getpid() and os.path.isdir(config.directory)
+    on_gpu, on_host = store.read_many([(run, 10, 400)], 0)[0], store.read_many([(run, 10, 400), (run, 990, 1000)])
+    np.testing.assert_array_equal(cupy.asnumpy(on_gpu), rows[10:400])
+    np.testing.assert_array_equal(on_host[0], rows[10:400])
+    np.testing.assert_array_equal(on_host[1], rows[990:])
+    full = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "full"), 6, shared_fraction=1e-12)
+    assert R.store(full).put(0, cupy.asarray(rows)).tier == "disk"
+    R.drop(full.job, full.directory)
+    R.finish(config, 0, 1)  # the only reader: the job is over
+    assert config.job not in R._stores and not os.path.exists(config.directory)
+    deadline = time.monotonic() + 10
+    while config.job in R._watched and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert config.job not in R._watched

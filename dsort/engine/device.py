@@ -6,6 +6,8 @@
 * :class:`Staging` – reused page-locked host buffers: a stream of blocks is read from a file into
   one, copied to the device from it, and copied back into one to be written, with no new pinned
   allocation per block.
+* :func:`share`, :func:`opened` – device arrays that the other processes of the host open (CUDA
+  IPC) and copy from, device to device.
 
 Imports no CuPy until a function needs it, so the CPU-only paths never pay for it.
 """
@@ -13,6 +15,7 @@ Imports no CuPy until a function needs it, so the CPU-only paths never pay for i
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import mmap
 import os
@@ -302,3 +305,114 @@ def download(x, sink, device: int) -> None:
                 start(k + 1)
             events[k % 2].synchronize()
             sink(bufs[k % 2][: min(PIECE, nbytes - off)], off)
+
+
+# Device arrays shared between the processes of one host (CUDA IPC). A worker process keeps the
+# run it sorted on its GPU; the other worker processes of the machine open it by its handle and
+# copy the slices they need device to device (over NVLink where the GPUs differ): no file, no host
+# copy. A handle names its GPU by PCI bus id, which every process agrees on, whatever its
+# CUDA_VISIBLE_DEVICES says. An opened array is closed as soon as its reader has copied out of it,
+# so the owner may free it once every reader is done.
+
+
+@dataclasses.dataclass(frozen=True)
+class Shared:
+    """What another process needs to open a device array: its allocation's IPC handle, shape,
+    dtype, its GPU's PCI bus id, and the id of the process that owns it (which reads it directly:
+    CUDA does not let a process open its own handles)."""
+
+    handle: bytes
+    shape: tuple
+    dtype: str
+    bus: str
+    pid: int
+
+
+def bus_id(device: int) -> str:
+    """The PCI bus id of GPU ``device`` (this process's numbering): the same GPU in every process."""
+    import cupy
+
+    return cupy.cuda.Device(device).pci_bus_id
+
+
+@functools.cache
+def _buses() -> dict:
+    return {bus_id(d): d for d in range(gpu_count())}
+
+
+def local_device(bus: str) -> int | None:
+    """This process's number of the GPU at PCI bus id ``bus``; None where it is not visible here."""
+    return _buses().get(bus)
+
+
+def room(device: int, nbytes: int, fraction: float) -> bool:
+    """Whether ``nbytes`` more on GPU ``device`` keep its used memory (every process's, CuPy's
+    cached blocks included) within ``fraction`` of the whole."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        free, total = cupy.cuda.runtime.memGetInfo()
+    return total - free + nbytes <= fraction * total
+
+
+def slices_to_host(x, device: int, ranges) -> list:
+    """Rows ``[lo, hi)`` of device array ``x`` (on GPU ``device``) for each of ``ranges``, in host
+    memory: gathered on the GPU, copied out at once (the cuts read thousands of small windows)."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        host = to_host(cupy.concatenate([x[lo:hi] for lo, hi in ranges]))
+    out, at = [], 0
+    for lo, hi in ranges:
+        out.append(host[at : at + hi - lo])
+        at += hi - lo
+    return out
+
+
+def share(x):
+    """``(copy, Shared)``: device array ``x`` copied into an allocation of its own (CuPy's pool
+    hands out pieces of larger ones, which IPC cannot name), and that copy's handle. The owner
+    keeps ``copy`` alive for as long as other processes may open it."""
+    import cupy
+
+    with x.device:
+        mem = cupy.cuda.memory.Memory(x.nbytes)
+        own = cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0))
+        own[...] = x
+        cupy.cuda.get_current_stream().synchronize()  # the copy is whole before any reader opens it
+        handle = cupy.cuda.runtime.ipcGetMemHandle(mem.ptr)
+        return own, Shared(bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), os.getpid())
+
+
+@contextlib.contextmanager
+def opened(shares):
+    """``[(array, device)]``: each of another process's ``shares`` opened on its GPU (as this
+    process numbers it), or ``(None, None)`` where that GPU is not visible here. Copy out of them
+    inside the block, on each array's device or into host memory; every such device's current
+    stream is synchronized before they close."""
+    if not shares:  # nothing to open: no CuPy needed
+        yield []
+        return
+    import cupy
+
+    out, handles = [], []
+    try:
+        for s in shares:
+            d = local_device(s.bus)
+            if d is None:
+                out.append((None, None))
+                continue
+            with cupy.cuda.Device(d):
+                ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)
+            handles.append((d, ptr))
+            nbytes = int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
+            mem = cupy.cuda.UnownedMemory(ptr, nbytes, None, d)
+            out.append((cupy.ndarray(s.shape, s.dtype, cupy.cuda.MemoryPointer(mem, 0)), d))
+        yield out
+    finally:
+        for d in {d for d, _ in handles} | ({cupy.cuda.Device().id} if handles else set()):
+            with cupy.cuda.Device(d):
+                cupy.cuda.get_current_stream().synchronize()
+        for d, ptr in handles:
+            with cupy.cuda.Device(d):
+                cupy.cuda.runtime.ipcCloseMemHandle(ptr)
