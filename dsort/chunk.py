@@ -72,15 +72,18 @@ def take(part, offset, rows, out, run):
 
 def merge_order(keys_list, descending, na_position):
     """Stable merge of sorted key arrays, ties in list order: ``(merged keys, int64 positions
-    into their concatenation)``. On a GPU: pairwise merge-path merges carrying positions,
-    neighbours first. On the CPU one stable sort of the concatenation, which NumPy's timsort runs
-    as a merge of the sorted runs it finds (one pass per merge level, in C, no gathers between)."""
+    into their concatenation)``. Two arrays: one merge-path merge carrying positions (on a GPU).
+    More: one stable sort of the concatenation, whose ties keep list order. On the CPU NumPy's
+    timsort runs it as a merge of the sorted runs it finds (one pass per merge level, in C, no
+    gathers between); on a GPU it is a few dozen launches where pairwise merges take several per
+    pair (64 runs of 16K 9-byte keys on an H100: 0.9 ms against 11 ms; of 256K keys: 6.3 against
+    9.4 ms)."""
     e = engines.get(keys_list[0])
     xp = e.xp
     if len(keys_list) == 1:
         return keys_list[0], xp.arange(len(keys_list[0]), dtype=np.int64)
-    if e.name == "numpy":
-        cat = np.concatenate(keys_list)
+    if e.name == "numpy" or len(keys_list) > 2:
+        cat = xp.concatenate(keys_list)
         perm = e.argsort(cat, descending=descending, na_position=na_position)
         return engines.take_rows(cat, perm), perm
     starts = plan.offsets([len(k) for k in keys_list]).tolist()

@@ -185,17 +185,22 @@ def cuts_task(job: Job, results):
     return cut_runs(job, [r[0] for r in results])
 
 
-def cut_runs(job, runs):
+def cut_runs(job, runs, watch: Stopwatch | None = None):
     """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
     the runs' handles without their samples (what the merges need). ``job``: anything with
-    ``range_rows``, ``spacing``, ``layout``, ``store``, ``descending`` and ``na_position``."""
+    ``range_rows``, ``spacing``, ``layout``, ``store``, ``descending`` and ``na_position``;
+    ``watch`` times its stages."""
+    watch = watch or Stopwatch()
     sizes = [r.rows for r in runs]
     targets = plan.interior_targets(job.range_rows)
     store = R.store(job.store)
     if len(runs) > 1 and len(targets):
         lo, hi = plan.windows([r.sample for r in runs], sizes, job.spacing, targets, job.descending, job.na_position)
+        watch.lap("windows")
         window_keys = read_windows(store, job.layout, runs, lo, hi)
+        watch.lap("read windows")
         cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
+        watch.lap("exact cuts")
     else:  # one run: its cuts are the targets themselves
         cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)
     return plan.boundaries(sizes, cuts), [replace(r, sample=None) for r in runs]
