@@ -13,8 +13,8 @@ Two levels, so no run ever travels whole:
    ``0, s, 2s, ...`` (:func:`sample_positions`). :func:`windows` ranks those samples against each
    other, which bounds the global rank of every sample to within ``(P - 1) * s``, and from that
    bounds each cut of each run to a window ``[lo, hi)`` of about ``2 * P * s`` elements in all.
-2. Every run sends the keys inside its windows; :func:`exact_cuts` finds the exact cuts by a stable
-   sort of each (small) union of windows.
+2. Every run sends the keys inside its windows; :func:`exact_cuts` finds the exact cuts by a
+   selection in each (small) union of windows (a stable sort of it where keys do not fit a word).
 
 Bytes sent to the coordinator: ``n / s`` sample keys plus about ``2 * P * s`` window keys per cut;
 :func:`sample_spacing` balances the two. Everything here works on small NumPy arrays (samples and
@@ -56,23 +56,24 @@ def sample_positions(offset: int, spacing: int) -> tuple[int, int]:
 
 
 def _bounds_at(idx, pos_by_run, own_run, own_pos, counts, sizes, spacing, lower):
-    """Per-run rank bounds of the sorted sample at ``idx`` (-1: before all, len: after all).
+    """Per-run rank bounds ``(len(idx), P)`` of the sorted samples at ``idx`` (-1: before all,
+    len: after all), one search per run for all of them.
 
     ``m`` samples of run ``q`` come before the sample, so its rank in ``q`` lies in
     ``[(m - 1) * s + 1, min(m * s, n_q)]`` (0 when ``m == 0``); in its own run it is exact.
     """
-    p = len(sizes)
-    if idx < 0:
-        return np.zeros(p, np.int64)
-    if idx >= len(own_run):
-        return sizes.copy()
-    m = np.array([np.searchsorted(pos_by_run[q], idx) for q in range(p)], dtype=np.int64)
+    idx = np.asarray(idx, np.int64)
+    m = np.stack([np.searchsorted(pos, idx) for pos in pos_by_run], axis=1) if len(pos_by_run) else np.zeros((len(idx), 0), np.int64)
     if lower:
         b = np.where(m > 0, (m - 1) * spacing + 1, 0)
     else:
         b = np.where(m == counts, sizes, m * spacing)
-    b[own_run[idx]] = own_pos[idx]
-    return b.astype(np.int64)
+    b = b.astype(np.int64)
+    inside = np.nonzero((idx >= 0) & (idx < len(own_run)))[0]
+    b[inside, own_run[idx[inside]]] = own_pos[idx[inside]]
+    b[idx < 0] = 0
+    b[idx >= len(own_run)] = sizes
+    return b
 
 
 def windows(samples, run_sizes, spacing, targets, descending=False, na_position="last"):
@@ -119,13 +120,10 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     # not a pass over all samples per run
     narrow = run.astype(np.uint16) if p <= 1 << 16 else run
     pos_by_run = np.split(np.argsort(narrow, kind="stable"), np.cumsum(counts)[:-1])
-    lo = np.empty((len(targets), p), np.int64)
-    hi = np.empty((len(targets), p), np.int64)
-    for i, k in enumerate(targets):
-        below = int(np.searchsorted(r_hi, k, side="right")) - 1
-        above = int(np.searchsorted(r_lo, k, side="left"))
-        lo[i] = _bounds_at(below, pos_by_run, run, j * s, counts, sizes, s, lower=True)
-        hi[i] = _bounds_at(above, pos_by_run, run, j * s, counts, sizes, s, lower=False)
+    below = np.searchsorted(r_hi, targets, side="right") - 1
+    above = np.searchsorted(r_lo, targets, side="left")
+    lo = _bounds_at(below, pos_by_run, run, j * s, counts, sizes, s, lower=True)
+    hi = _bounds_at(above, pos_by_run, run, j * s, counts, sizes, s, lower=False)
     return lo, hi
 
 
@@ -134,8 +132,9 @@ def exact_cuts(window_keys, lo, targets, descending=False, na_position="last"):
     ``lo[t, q]`` up to ``hi[t, q]`` (NumPy). Returns the cuts, int64 of shape ``(len(targets), P)``.
 
     Everything before ``lo`` comes before the cut; of the window elements, the first
-    ``k - sum(lo)`` in (key, run, position) order (a stable sort of the windows concatenated in
-    run order) complete it.
+    ``k - sum(lo)`` in (key, run, position) order complete it: found by a selection where the keys
+    fit a 64-bit word (:func:`_first_by_selection`), else by a stable sort of the windows
+    concatenated in run order.
     """
     lo = np.asarray(lo, dtype=np.int64)
     targets = np.asarray(targets, dtype=np.int64).reshape(-1)
@@ -148,10 +147,37 @@ def exact_cuts(window_keys, lo, targets, descending=False, na_position="last"):
             raise ValueError(f"target {int(k)} lies outside its windows: sampling bounds were wrong")
         if need == 0:
             continue
+        keys = np.concatenate(parts)
+        words = E.order_words(keys, descending, na_position)
+        if words is not None:
+            cuts[i] += _first_by_selection(words, lengths, need)
+            continue
         run = np.repeat(np.arange(len(parts)), lengths)
-        order = E.argsort(np.concatenate(parts), descending=descending, na_position=na_position)
+        order = E.argsort(keys, descending=descending, na_position=na_position)
         cuts[i] += np.bincount(run[order[:need]], minlength=len(parts))
     return cuts
+
+
+def _first_by_selection(words, lengths, need: int):
+    """How many of each window's keys are among the first ``need`` of them all in (key, run)
+    order, the windows' order words (:func:`~dsort.engine.numpy_engine.order_words`) concatenated,
+    each window sorted: the ``need``-th smallest word found by a selection, then every key below
+    it, and of those equal to it the first in run order. Linear, where a sort of the windows is not."""
+    v = np.partition(words, need - 1)[need - 1]
+    if words.dtype.kind == "f" and np.isnan(v):  # NaN: after every number, equal to every NaN
+        equal = np.isnan(words)
+        below = ~equal
+    else:
+        below, equal = words < v, words == v
+    ends = np.cumsum(lengths)
+
+    def per_window(mask):
+        c = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
+        return c[ends] - c[ends - lengths]
+
+    less, ties = per_window(below), per_window(equal)
+    left = need - int(less.sum())
+    return less + np.clip(left - (np.cumsum(ties) - ties), 0, ties)
 
 
 def boundaries(run_sizes, cuts):

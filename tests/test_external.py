@@ -333,3 +333,28 @@ def test_on_gpu_worker_processes_runs_stay_on_the_gpu_and_are_freed(tmp_path, rn
     assert len(runs) == 6 and all("keep run" in e and "write run" not in e for e in runs)
     assert not any(held.values()), held
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.gpu
+def test_runs_on_two_gpus_are_read_across_them(tmp_path, rng):
+    """dask-cuda's workers, one per GPU (each sees every GPU, its own first): each merge copies
+    its slices of the runs kept on the other GPU from there (CUDA IPC, then GPU to GPU)."""
+    from dsort.engine import device
+
+    if device.gpu_count() < 2:
+        pytest.skip("needs two GPUs")
+    dask_cuda = pytest.importorskip("dask_cuda")
+    distributed = pytest.importorskip("distributed")
+    dd = pytest.importorskip("dask.dataframe")
+    from dsort.dataframe import sort_values
+
+    n = int(rng.integers(20_000, 40_000))
+    df = pd.DataFrame({"k": rng.integers(-500, 500, n), "v": rng.random(n)})
+    with dask_cuda.LocalCUDACluster(n_workers=2, threads_per_worker=2, dashboard_address=None) as cluster:
+        with distributed.Client(cluster) as client:
+            ddf = dd.from_pandas(df, npartitions=8, sort=False).persist()
+            got = sort_values(ddf, "k", strategy="external", local_directory=tmp_path, device="gpu").compute()
+            events = [e for _, e in client.get_events(external.STAGES)]
+    pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
+    runs = [e for e in events if e["task"] == "run"]
+    assert len({e["worker"] for e in runs}) == 2 and all("keep run" in e for e in runs)  # kept on both GPUs

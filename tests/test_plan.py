@@ -29,7 +29,7 @@ def _value(run, i):
 def runs_and_targets(draw):
     """P sorted runs: random sizes (empty runs, one run, skew: each run draws from its own range),
     heavy duplicates, all-equal, NaN, byte rows; the order (descending, NaN position); targets."""
-    kind = draw(st.sampled_from(["int", "float", "rows"]))
+    kind = draw(st.sampled_from(["int", "float", "rows", "wide rows"]))
     descending, na_position = draw(st.sampled_from(ORDERS))
     p = draw(st.integers(1, 8))
     seed = draw(st.integers(0, 2**32 - 1))
@@ -45,9 +45,11 @@ def runs_and_targets(draw):
         elif kind == "float":
             x = raw.astype(np.float64)
             x[rng.random(n) < draw(st.sampled_from([0.0, 0.2, 1.0]))] = np.nan
-        else:
+        elif kind == "rows":
             x = (raw % 3).astype(np.uint8)[:, None] * np.ones((1, 3), np.uint8)
             x[:, 2] = rng.integers(0, 2, n)
+        else:  # 10 varying byte columns: no 64-bit word holds the key (the cuts sort the windows)
+            x = ((raw[:, None] + np.arange(10)) % 7).astype(np.uint8)
         runs.append(E.sort(x, descending=descending, na_position=na_position))
     total = sum(len(r) for r in runs)
     targets = np.array(sorted(draw(st.lists(st.integers(0, total), min_size=1, max_size=6))), np.int64)
@@ -82,6 +84,31 @@ def test_cuts_are_exact_and_stable(case):
                 right = _value(rr, cr)  # the first element right of the cut in run r
                 c = compare(left, right, descending, na_position)
                 assert c < 0 or (c == 0 and q <= r), (q, r, left, right)
+
+
+@settings(max_examples=200, deadline=None)
+@given(runs_and_targets())
+def test_selection_and_sort_of_the_windows_agree(case):
+    """The cuts by selection (keys that fit a word) equal the cuts by a stable sort of the windows."""
+    runs, targets, spacing, descending, na_position = case
+    fast, _, _ = _cuts(runs, targets, spacing, descending, na_position)
+    words = E.order_words
+    try:
+        E.order_words = lambda *a, **k: None
+        sorted_, _, _ = _cuts(runs, targets, spacing, descending, na_position)
+    finally:
+        E.order_words = words
+    assert np.array_equal(fast, sorted_)
+
+
+def test_order_words_fit_where_keys_do(rng):
+    x = rng.integers(0, 9, (50, 12)).astype(np.uint8)
+    x[:, 4:] = 0  # 4 varying byte columns: one word
+    assert E.order_words(x).dtype == np.uint64 and E.order_words(np.zeros((0, 12), np.uint8)).shape == (0,)
+    assert E.order_words(rng.integers(0, 9, (50, 12)).astype(np.uint8)) is None
+    f = np.array([np.nan, -0.0, 1.5, 0.0])
+    w = E.order_words(f, na_position="first")
+    assert w[0] < w[1] == w[3] < w[2]
 
 
 @settings(max_examples=200, deadline=None)

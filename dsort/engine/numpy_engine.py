@@ -155,6 +155,18 @@ def argsort(keys, descending=False, na_position="last"):
     return _argsort(_order_key(keys, descending, na_first)[0]).astype(np.int64, copy=False)
 
 
+def order_words(keys, descending=False, na_position="last"):
+    """One number per key whose ascending order (NumPy's: NaN last) is the wanted order, equal
+    keys equal numbers; None where no such number fits in 64 bits (byte keys with more than 8
+    varying byte columns). What a selection (``np.partition``) or a count of the keys below some
+    key needs, where a stable sort would be more than that."""
+    na_first = K.check_one(keys, na_position)
+    k, _ = _order_key(keys, descending, na_first)
+    if k.dtype.kind != "S":
+        return k
+    return _packed(k) if len(k) else np.zeros(0, np.uint64)
+
+
 def merge(a, b, a_values=None, b_values=None, descending=False, na_position="last"):
     """Stable merge of two sorted arrays: on equal keys every element of ``a`` comes first.
 
