@@ -109,16 +109,26 @@ def timeline(title, records) -> None:
     busy seconds."""
     from dask.utils import key_split
 
-    spans = {}
+    spans, by_worker = {}, {}
     for r in records:
         for ss in r.get("startstops", ()):
             g = key_split(r["key"]) if ss["action"] == "compute" else ss["action"]
             spans.setdefault(g, []).append((ss["start"], ss["stop"]))
+            if g.startswith("dsort-"):
+                by_worker.setdefault((g, r.get("worker", "?")), []).append((ss["start"], ss["stop"]))
     t0 = min((a for v in spans.values() for a, _ in v), default=0.0)
+
+    def line(name, v):
+        first, last, busy = min(a for a, _ in v) - t0, max(b for _, b in v) - t0, sum(b - a for a, b in v)
+        print(f"   {name[:32]:32s} {len(v):5d} {first:7.3f} {last:7.3f} {busy:7.3f}", flush=True)
+
     print(f"-- {title}: group, tasks, first, last, busy s")
     for g, v in sorted(spans.items(), key=lambda kv: min(a for a, _ in kv[1])):
-        first, last, busy = min(a for a, _ in v) - t0, max(b for _, b in v) - t0, sum(b - a for a, b in v)
-        print(f"   {g[:32]:32s} {len(v):5d} {first:7.3f} {last:7.3f} {busy:7.3f}", flush=True)
+        line(g, v)
+    workers = sorted({w for _, w in by_worker})
+    print(f"-- {title}: dsort's groups per worker")
+    for (g, w), v in sorted(by_worker.items(), key=lambda kv: (min(a for a, _ in spans[kv[0][0]]), workers.index(kv[0][1]))):
+        line(f"{g} @{workers.index(w)}", v)
 
 
 def stages(client, since: float) -> None:

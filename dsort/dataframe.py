@@ -445,7 +445,7 @@ def sort_values_external(
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
     merges = [(T.name(T.MERGE, tok), t) for t in range(job.partitions)]
     for key in merges:
-        dsk[key] = T.task(key, merge, job, T.ref(cut), key[1], *extra)
+        dsk[key] = T.task_beside(key, runs[key[1] * len(runs) // len(merges)], merge, job, T.ref(cut), key[1], *extra)
     return _collection(df, dsk, df._meta, None, merges, tok)
 
 

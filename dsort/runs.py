@@ -84,6 +84,11 @@ class Run:
     row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
     shared: object = None  # a shared run's handle (:class:`dsort.engine.device.Shared`)
 
+    def __sizeof__(self) -> int:
+        """Its sample's bytes too: dask places the tasks beside a run by them (see
+        :func:`dsort.tasks.task_beside`)."""
+        return object.__sizeof__(self) + (self.sample.nbytes if isinstance(self.sample, np.ndarray) else 0)
+
 
 @dataclass(frozen=True)
 class StoreConfig:

@@ -52,6 +52,18 @@ def task(key, func, *args) -> Task:
     return Task(key, func, *map(parse_input, args))
 
 
+def _beside(_near, func, *args):
+    return func(*args)
+
+
+def task_beside(key, near, func, *args) -> Task:
+    """:func:`task` ``(key, func, *args)`` that also depends on task ``near``, whose value it drops.
+    dask runs a task where most of its inputs' bytes are: tasks whose one input is a small shared
+    result (the merges, after the cuts) would all go to the worker holding it; each beside its own
+    run (whose handle holds the run's sample), they spread as the runs do."""
+    return task(key, _beside, ref(near), func, *args)
+
+
 def ref(key) -> TaskRef:
     """A reference to task ``key``: an argument that stands for that task's result."""
     return TaskRef(key)
