@@ -32,6 +32,7 @@ import shutil
 import threading
 import time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -40,6 +41,7 @@ import numpy as np
 from .engine import device as dev
 
 TIERS = ("shared", "device", "host", "disk")
+HOST_READERS = 8  # threads copying shared runs' slices into host memory at once
 
 
 @dataclass(frozen=True)
@@ -218,9 +220,12 @@ class RunStore:
                 else:
                     segments.append((i, run, lo * rb, (hi - lo) * rb, total))
                     total += (hi - lo) * rb
-            for src, d, reads in host_reads.values():
-                for (i, _, _), rows in zip(reads, dev.slices_to_host(src, d, [(lo, hi) for _, lo, hi in reads])):
-                    out[i] = rows
+            if host_reads:  # the runs' windows gathered and copied out by several threads at once (the cuts)
+                with ThreadPoolExecutor(min(HOST_READERS, len(host_reads)), thread_name_prefix="dsort-windows") as pool:
+                    done = pool.map(lambda r: dev.slices_to_host(r[0], r[1], [(lo, hi) for _, lo, hi in r[2]]), host_reads.values())
+                    for (_, _, reads), got in zip(host_reads.values(), done):
+                        for (i, _, _), rows in zip(reads, got):
+                            out[i] = rows
         if segments:
             starts = [s[4] for s in segments]
 

@@ -393,7 +393,7 @@ def slices_to_host(x, device: int, ranges) -> list:
 
     lengths = [hi - lo for lo, hi in ranges]
     rows = np.repeat(np.asarray([lo for lo, _ in ranges], np.int64) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
-    with cupy.cuda.Device(device):
+    with cupy.cuda.Device(device), cupy.cuda.Stream(non_blocking=True):  # its own stream: threads may call this at once
         host = to_host(x[cupy.asarray(rows)])  # one gather, one copy out
     out, at = [], 0
     for lo, hi in ranges:
