@@ -167,7 +167,8 @@ def _alone():
     """Whether no other thread of this process is copying between host and device (large
     copies). Alone, page-locking the array in place is the faster way; with others at it, their
     page locks queue on each other, and the reused staging buffers are faster (8 processes x 4
-    threads copying 32 MiB arrays on 2 H200s: in 46.7 against 25.6 GB/s, out 29.1 against 23.5)."""
+    threads copying 32 MiB arrays on 2 H200s: in 46.7 against 25.6 GiB/s, out 29.1 against 23.5;
+    benchmarks/bench_concurrent_transfer.py)."""
     with _copying_lock:
         _copying[0] += 1
         alone = _copying[0] == 1
