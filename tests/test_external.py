@@ -358,3 +358,13 @@ def test_runs_on_two_gpus_are_read_across_them(tmp_path, rng):
     pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
     runs = [e for e in events if e["task"] == "run"]
     assert len({e["worker"] for e in runs}) == 2 and all("keep run" in e for e in runs)  # kept on both GPUs
+
+
+def test_gpu_runs_stay_on_the_gpus_within_the_configured_share(tmp_path):
+    """A GPU sort's store keeps runs on the GPUs up to ``dsort.runs.shared-gpu-fraction`` of
+    their memory (one machine here); a CPU sort's, or with the fraction at 0, never."""
+    on_gpu = external.store_config("a" * 32, 8, tmp_path, 0, gpu=True)
+    assert on_gpu.shared_fraction == dask.config.get("dsort.runs.shared-gpu-fraction") > 0
+    assert external.store_config("b" * 32, 8, tmp_path, 0).shared_fraction == 0
+    with dask.config.set({"dsort.runs.shared-gpu-fraction": 0}):
+        assert external.store_config("c" * 32, 8, tmp_path, 0, gpu=True).shared_fraction == 0
