@@ -92,7 +92,7 @@ def merge_chunk(job: ArrayJob, cut, t: int):
     """Output chunk ``t``: ``(keys, values or None)``, merged from its slices of every run."""
     gpu = _device() if job.gpu else None
     merged = F.merge_rows(job, cut, t, F.Stopwatch(), gpu)
-    R.finish(job.store, t, len(job.range_rows))
+    R.finish(job.store, t, len(job.range_rows), cut[1])
     lay = job.layout
     if merged is None:
         rows = np.empty((0, lay.row_bytes), np.uint8)
@@ -314,7 +314,7 @@ def frame_merge(job: FrameJob, cut, t: int, meta):
         for (q, _, lo, hi), k in zip(pieces, keys)
     ]
     out = FC.merge(meta, bounds, t, job.ignore_index, job.device, *slices)
-    R.finish(job.store, t, job.partitions)
+    R.finish(job.store, t, job.partitions, runs)
     return out
 
 
@@ -425,7 +425,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
             watch.lap("decode")
             out = job.codec.frame([dev.to_host(x) for x in columns])
             watch.lap("copy out")
-    R.finish(job.store, t, job.partitions)
+    R.finish(job.store, t, job.partitions, cut[1])
     if out is None:
         rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
         out = job.codec.decode(rows, job.layout.key_bytes)

@@ -15,8 +15,11 @@ Budgets are bytes per tier (the device budget per GPU); a run goes whole to the 
 room. A store lives in one process: the embedded (threaded) service keeps the memory tiers; on a
 distributed cluster every worker keeps its runs on its GPU (shared) or on disk in a directory all
 workers see, so any worker can read any slice. :meth:`RunStore.close` removes everything the store
-holds; a worker's shared runs are freed once the job's directory is gone (the last merge removes
-it), when no reader holds them open any more.
+holds; a worker's shared runs are freed once the job's directory is gone: the last merge of a
+compute removes it once every merge has read its slices (each closes what it opened before it
+counts itself done). A compute of part of a result (one partition, ``head()``), or one that fails,
+leaves the runs (on the GPUs too) until the process that built the graph exits or a later compute
+of the whole result finishes.
 
 Rows are read back as slices ``[lo, hi)`` of a run, onto the device that asks (a CuPy array on
 that GPU) or into host memory: the merges read exactly the rows of their output range.
@@ -85,6 +88,7 @@ class Run:
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
     row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
     shared: object = None  # a shared run's handle (:class:`dsort.engine.device.Shared`)
+    made: str = field(default_factory=lambda: uuid.uuid4().hex[:16], compare=False)  # this making of it (a compute of the job)
 
     def __sizeof__(self) -> int:
         """Its sample's bytes too: dask places the tasks beside a run by them (see
@@ -112,13 +116,13 @@ class RunStore:
         self._used = {"host": 0}
         self._data: dict[int, object] = {}
         self._made_dir = False
-        self._done: set[int] = set()
+        self._done: set = set()  # (compute, reader) of the readers done
         self.worker = self.directory = None
-        if config.local:
-            w = _this_worker()
-            if w is not None:
-                self.worker = w.address
-                self.directory = os.path.join(w.local_directory, f"dsort-runs-{config.job}")
+        w = _this_worker()
+        self.address = w.address if w is not None else None  # this worker (a shared run's owner)
+        if config.local and w is not None:
+            self.worker = w.address
+            self.directory = os.path.join(w.local_directory, f"dsort-runs-{config.job}")
         self.directory = self.directory or config.directory
         self.recovered: dict[int, Run] = {}  # runs of lost workers, sorted again here
 
@@ -144,9 +148,11 @@ class RunStore:
         if dev.is_device_array(rows):
             gpu = rows.device.id
             if cfg.shared_fraction and nbytes and dev.room(gpu, nbytes, cfg.shared_fraction):
-                self._data[index], handle = dev.share(rows)
-                _watch(cfg.job, cfg.directory)
-                return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.worker, shared=handle)
+                _watch(self)  # first: the job's directory made, this store kept until it is gone
+                got = dev.share(rows)
+                if got is not None:
+                    self._data[index], handle = got
+                    return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle)
             if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget):
                 self._data[index] = rows
                 return Run(cfg.job, index, n, "device", device=gpu, sample=sample)
@@ -186,11 +192,11 @@ class RunStore:
         widths = [run.row_bytes or self.config.row_bytes for run, _, _ in items]
         others = {}  # other processes' shared runs, by index: opened for this read only
         for i, (run, _, _) in enumerate(items):
-            if i not in fetched and run.tier == "shared" and run.shared.pid != os.getpid():
+            if i not in fetched and run.tier == "shared" and run.shared.owner != dev.PROCESS:
                 others.setdefault(run.index, run)
         host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
         # one handle per run file for all its slices (the cuts read thousands of windows)
-        with _Files() as files, dev.opened([r.shared for r in others.values()]) as opened:
+        with _Files() as files, _opened(others) as opened:
             opened = dict(zip(others, opened))
             for i, (run, lo, hi) in enumerate(items):
                 lo, hi, rb = int(lo), int(hi), widths[i]
@@ -259,7 +265,7 @@ class RunStore:
         import dask
 
         everywhere = dask.config.get("dsort.read-runs-where-they-are", False)  # also where the files are visible
-        mine = self.worker
+        mine = self.address
         remote = {i: it for i, it in enumerate(items) if it[0].worker and it[0].worker != mine and (everywhere or not _visible(it[0]))}
         if not remote:
             return {}
@@ -321,11 +327,23 @@ class RunStore:
             shutil.rmtree(self.config.directory, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _opened(runs: dict):
+    """:func:`dsort.engine.device.opened` of other processes' shared ``runs`` (by index): a run
+    that cannot be opened (its worker restarted, say) fails the read with its name."""
+    try:
+        with dev.opened([r.shared for r in runs.values()]) as got:
+            yield got
+    except dev.SharedGone as e:
+        where = ", ".join(f"{r.index} (worker {r.worker})" for r in runs.values())
+        raise OSError(f"one of the runs {where} kept on the GPUs is gone ({e}): was its worker restarted?") from None
+
+
 def _visible(run: Run) -> bool:
     """Whether this process reads ``run`` itself: its file is visible here, or its GPU (a shared
     run's; the process that made it reads it in place)."""
     if run.tier == "shared":
-        return run.shared.pid == os.getpid() or dev.local_device(run.shared.bus) is not None
+        return run.shared.owner == dev.PROCESS or dev.local_device(run.shared) is not None
     return os.path.exists(run.path)
 
 
@@ -367,14 +385,17 @@ _watch_lock = threading.Lock()
 WATCH_SECONDS = 0.25
 
 
-def _watch(job: str, directory: str) -> None:
-    """Free this process's shared runs of ``job`` once ``directory`` is gone (made here now; the
-    last merge removes it, or the process that built the graph when it exits), looked at every
-    :data:`WATCH_SECONDS` by one thread."""
-    os.makedirs(directory, exist_ok=True)
+def _watch(s: RunStore) -> None:
+    """Free this process's shared runs of store ``s``'s job once its directory is gone (made here
+    now; the last merge removes it, or the process that built the graph when it exits), looked at
+    every :data:`WATCH_SECONDS` by one thread; ``s`` stays this process's store of the job until
+    then (a new compute of a job the watcher has just dropped registers it again)."""
     with _watch_lock:
+        os.makedirs(s.config.directory, exist_ok=True)
         start = not _watched
-        _watched[job] = directory
+        _watched[s.config.job] = s.config.directory
+        with _stores_lock:
+            _stores[s.config.job] = s
     if start:
         threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True).start()
 
@@ -382,15 +403,12 @@ def _watch(job: str, directory: str) -> None:
 def _free_finished() -> None:
     while True:
         time.sleep(WATCH_SECONDS)
-        with _watch_lock:
-            gone = [j for j, d in _watched.items() if not os.path.isdir(d)]
-            for j in gone:
+        with _watch_lock:  # a run put meanwhile registers under this lock, after its directory exists
+            for j in [j for j, d in _watched.items() if not os.path.isdir(d)]:
                 del _watched[j]
-            idle = not _watched
-        for j in gone:
-            drop(j)
-        if idle:
-            return
+                drop(j)
+            if not _watched:
+                return
 
 
 def drop(job: str, directory: str | None = None) -> None:
@@ -403,21 +421,23 @@ def drop(job: str, directory: str | None = None) -> None:
         shutil.rmtree(directory, ignore_errors=True)
 
 
-def finish(config: StoreConfig, reader: int, readers: int) -> None:
+def finish(config: StoreConfig, reader: int, readers: int, runs=()) -> None:
     """Note that ``reader`` (one of ``readers`` tasks, each reading its slices once) is done with
-    the job's runs; the last one to finish removes them. A store with memory tiers lives in one
-    process, which counts; a disk-only store may be read by many processes, which count marker
-    files in the runs' directory."""
+    the job's runs ``runs`` (the cuts' handles); the last one to finish removes them. Readers count
+    within one compute of the job (its runs' making): a partial compute's readers are not counted
+    by a later one. A store with memory tiers lives in one process, which counts; a store read by
+    many processes counts marker files in the runs' directory."""
+    compute = runs[0].made if len(runs) else ""
     s = store(config)
     with s._lock:
-        s._done.add(reader)
-        done = len(s._done)
+        s._done.add((compute, reader))
+        done = sum(1 for c, _ in s._done if c == compute)
     if not (config.host_budget or config.device_budget):
         d = Path(config.directory)
         try:
             d.mkdir(parents=True, exist_ok=True)
-            (d / f"done-{reader:06d}").touch()
-            done = sum(1 for e in os.scandir(d) if e.name.startswith("done-"))
+            (d / f"done-{compute}-{reader:06d}").touch()
+            done = sum(1 for e in os.scandir(d) if e.name.startswith(f"done-{compute}-"))
         except FileNotFoundError:  # another process finished meanwhile and removed it all
             done = readers
     if done >= readers:

@@ -96,6 +96,13 @@ def test_opening_no_shared_arrays_needs_no_gpu():
         assert got == []
 
 
+def test_a_shared_array_of_another_machine_is_not_visible_here():
+    """PCI bus ids repeat from machine to machine: a handle of another machine's GPU is never
+    opened here, whatever its bus id."""
+    other = device.Shared(b"", (1,), "u1", "0000:00:00.0", "elsewhere/" + device.host_id(), "p")
+    assert device.local_device(other) is None and device.host_id() == device.host_id()
+
+
 _CHILD = """
 import pickle, sys
 import numpy as np
@@ -116,7 +123,6 @@ def test_a_shared_device_array_is_read_by_another_process(rng):
 
     if not HAS_GPU:
         pytest.skip("no CUDA device")
-    import os
     import pickle
     import subprocess
     import sys
@@ -126,7 +132,7 @@ def test_a_shared_device_array_is_read_by_another_process(rng):
     n = int(rng.integers(1, 5000))
     x = cupy.asarray(rng.integers(0, 256, (n, 7), dtype=np.uint8))
     own, shared = device.share(x)
-    assert shared.pid == os.getpid() and shared.shape == (n, 7) and device.local_device(shared.bus) == x.device.id
+    assert shared.owner == device.PROCESS and shared.shape == (n, 7) and device.local_device(shared) == x.device.id
     assert own.data.ptr != x.data.ptr and bool((own == x).all())
     cuts = np.sort(rng.integers(0, n + 1, 6))
     ranges = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]

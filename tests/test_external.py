@@ -114,6 +114,20 @@ def test_on_worker_processes_runs_are_files_all_workers_read(tmp_path, rng):
     assert os.listdir(tmp_path) == []
 
 
+def test_a_partial_compute_then_the_whole_result(tmp_path, rng):
+    """A compute of part of the result (its merges not all run) leaves its runs; a later compute
+    of the whole result counts its own merges only (the earlier one's are not taken for its own,
+    which removed the runs before its last merge read them), gives NumPy's order and removes
+    everything."""
+    a = rng.integers(0, 1000, 40_000)
+    with dask.config.set(scheduler="sync"):
+        s = dsort.sort(da.from_array(a, chunks=5_000), strategy="external", memory_limit=0, local_directory=tmp_path)
+        np.testing.assert_array_equal(s[:5].compute(), np.sort(a)[:5])
+        assert os.listdir(tmp_path)  # the runs, until the whole result is made (or this process exits)
+        np.testing.assert_array_equal(s.compute(), np.sort(a))
+    assert os.listdir(tmp_path) == []
+
+
 def test_bad_memory_limit_is_refused_at_call_time():
     with pytest.raises(ValueError, match="memory_limit"):
         dsort.sort(da.arange(10, chunks=5), strategy="external", memory_limit="banana")

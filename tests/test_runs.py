@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from dsort import runs as R
+from dsort.engine import device as dev
 
 
 def _config(tmp_path, row_bytes, host_budget=0):
@@ -136,7 +137,7 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     store = R.store(config)
     rows = rng.integers(0, 256, (1000, 6), dtype=np.uint8)
     run = store.put(0, cupy.asarray(rows))
-    assert run.tier == "shared" and run.shared.pid == os.getpid() and os.path.isdir(config.directory)
+    assert run.tier == "shared" and run.shared.owner == dev.PROCESS and os.path.isdir(config.directory)
     on_gpu, on_host = store.read_many([(run, 10, 400)], 0)[0], store.read_many([(run, 10, 400), (run, 990, 1000)])
     np.testing.assert_array_equal(cupy.asnumpy(on_gpu), rows[10:400])
     np.testing.assert_array_equal(on_host[0], rows[10:400])
@@ -144,7 +145,7 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     full = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "full"), 6, shared_fraction=1e-12)
     assert R.store(full).put(0, cupy.asarray(rows)).tier == "disk"
     R.drop(full.job, full.directory)
-    R.finish(config, 0, 1)  # the only reader: the job is over
+    R.finish(config, 0, 1, [run])  # the only reader: the job is over
     assert config.job not in R._stores and not os.path.exists(config.directory)
     deadline = time.monotonic() + 10
     while config.job in R._watched and time.monotonic() < deadline:

@@ -21,6 +21,7 @@ import functools
 import mmap
 import os
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -350,14 +351,30 @@ def download(x, sink, device: int) -> None:
 @dataclasses.dataclass(frozen=True)
 class Shared:
     """What another process needs to open a device array: its allocation's IPC handle, shape,
-    dtype, its GPU's PCI bus id, and the id of the process that owns it (which reads it directly:
-    CUDA does not let a process open its own handles)."""
+    dtype, its GPU's PCI bus id, the machine (:func:`host_id`: bus ids repeat across machines), and
+    the owning process (:data:`PROCESS`: it reads the array directly, as CUDA does not let a
+    process open its own handles; process ids repeat across containers)."""
 
     handle: bytes
     shape: tuple
     dtype: str
     bus: str
-    pid: int
+    host: str
+    owner: str
+
+
+PROCESS = uuid.uuid4().hex  # this process, among all that may share device arrays
+
+
+@functools.cache
+def host_id() -> str:
+    """This machine: its name and, where Linux tells it, its boot id."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip()
+    except OSError:
+        boot = ""
+    return f"{os.uname().nodename}/{boot}"
 
 
 def bus_id(device: int) -> str:
@@ -372,9 +389,10 @@ def _buses() -> dict:
     return {bus_id(d): d for d in range(gpu_count())}
 
 
-def local_device(bus: str) -> int | None:
-    """This process's number of the GPU at PCI bus id ``bus``; None where it is not visible here."""
-    return _buses().get(bus)
+def local_device(shared: Shared) -> int | None:
+    """This process's number of the GPU that holds ``shared``; None where that GPU is not visible
+    here (another machine's, or hidden by CUDA_VISIBLE_DEVICES)."""
+    return _buses().get(shared.bus) if shared.host == host_id() else None
 
 
 def room(device: int, nbytes: int, fraction: float) -> bool:
@@ -387,14 +405,30 @@ def room(device: int, nbytes: int, fraction: float) -> bool:
     return total - free + nbytes <= fraction * total
 
 
+_streams = threading.local()
+
+
+def _thread_stream(device: int):
+    """This thread's own non-blocking stream on ``device`` (made once: CuPy's memory pool reuses
+    a block on the stream that freed it)."""
+    import cupy
+
+    streams = _streams.__dict__.setdefault("by_device", {})
+    if device not in streams:
+        with cupy.cuda.Device(device):
+            streams[device] = cupy.cuda.Stream(non_blocking=True)
+    return streams[device]
+
+
 def slices_to_host(x, device: int, ranges) -> list:
     """Rows ``[lo, hi)`` of device array ``x`` (on GPU ``device``) for each of ``ranges``, in host
-    memory: gathered on the GPU, copied out at once (the cuts read thousands of small windows)."""
+    memory: gathered on the GPU, copied out at once (the cuts read thousands of small windows).
+    Threads may call it at once: each works on its own stream."""
     import cupy
 
     lengths = [hi - lo for lo, hi in ranges]
     rows = np.repeat(np.asarray([lo for lo, _ in ranges], np.int64) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
-    with cupy.cuda.Device(device), cupy.cuda.Stream(non_blocking=True):  # its own stream: threads may call this at once
+    with cupy.cuda.Device(device), _thread_stream(device):
         host = to_host(x[cupy.asarray(rows)])  # one gather, one copy out
     out, at = [], 0
     for lo, hi in ranges:
@@ -405,17 +439,57 @@ def slices_to_host(x, device: int, ranges) -> list:
 
 def share(x):
     """``(copy, Shared)``: device array ``x`` copied into an allocation of its own (CuPy's pool
-    hands out pieces of larger ones, which IPC cannot name), and that copy's handle. The owner
-    keeps ``copy`` alive for as long as other processes may open it."""
+    hands out pieces of larger ones, which IPC cannot name), and that copy's handle; None where
+    the GPU has no room for the copy. The owner keeps ``copy`` alive for as long as other
+    processes may open it."""
     import cupy
 
     with x.device:
-        mem = cupy.cuda.memory.Memory(x.nbytes)
+        try:
+            mem = cupy.cuda.memory.Memory(x.nbytes)
+        except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
+            return None
         own = cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0))
         own[...] = x
         cupy.cuda.get_current_stream().synchronize()  # the copy is whole before any reader opens it
         handle = cupy.cuda.runtime.ipcGetMemHandle(mem.ptr)
-        return own, Shared(bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), os.getpid())
+        return own, Shared(bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), host_id(), PROCESS)
+
+
+class SharedGone(OSError):
+    """A shared device array that could not be opened (its process has ended, say)."""
+
+
+_opened: dict = {}  # handle -> [device pointer, device, readers]: one mapping per process, counted
+_opened_lock = threading.Lock()
+
+
+def _open(s: Shared, d: int) -> int:
+    import cupy
+
+    with _opened_lock:
+        got = _opened.get(s.handle)
+        if got is None:
+            with cupy.cuda.Device(d):
+                try:
+                    ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)
+                except cupy.cuda.runtime.CUDARuntimeError as e:
+                    raise SharedGone(f"a device array shared on GPU {s.bus} could not be opened: {e}") from None
+            got = _opened[s.handle] = [ptr, d, 0]
+        got[2] += 1
+        return got[0]
+
+
+def _close(handle: bytes) -> None:
+    import cupy
+
+    with _opened_lock:
+        got = _opened[handle]
+        got[2] -= 1
+        if got[2] == 0:
+            del _opened[handle]
+            with cupy.cuda.Device(got[1]):
+                cupy.cuda.runtime.ipcCloseMemHandle(got[0])
 
 
 @contextlib.contextmanager
@@ -423,30 +497,30 @@ def opened(shares):
     """``[(array, device)]``: each of another process's ``shares`` opened on its GPU (as this
     process numbers it), or ``(None, None)`` where that GPU is not visible here. Copy out of them
     inside the block, on each array's device or into host memory; every such device's current
-    stream is synchronized before they close."""
+    stream is synchronized before they close. Threads of one process opening the same array share
+    one mapping, closed by the last of them."""
     if not shares:  # nothing to open: no CuPy needed
         yield []
         return
     import cupy
 
-    out, handles = [], []
+    out, handles, devices = [], [], set()
     try:
         for s in shares:
-            d = local_device(s.bus)
+            d = local_device(s)
             if d is None:
                 out.append((None, None))
                 continue
-            with cupy.cuda.Device(d):
-                ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)
-            handles.append((d, ptr))
+            ptr = _open(s, d)
+            handles.append(s.handle)
+            devices.add(d)
             nbytes = int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
             mem = cupy.cuda.UnownedMemory(ptr, nbytes, None, d)
             out.append((cupy.ndarray(s.shape, s.dtype, cupy.cuda.MemoryPointer(mem, 0)), d))
         yield out
     finally:
-        for d in {d for d, _ in handles} | ({cupy.cuda.Device().id} if handles else set()):
+        for d in devices | ({cupy.cuda.Device().id} if devices else set()):
             with cupy.cuda.Device(d):
                 cupy.cuda.get_current_stream().synchronize()
-        for d, ptr in handles:
-            with cupy.cuda.Device(d):
-                cupy.cuda.runtime.ipcCloseMemHandle(ptr)
+        for h in handles:
+            _close(h)
