@@ -448,6 +448,8 @@ def share(x):
         try:
             mem = cupy.cuda.memory.Memory(x.nbytes)
         except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
+            with contextlib.suppress(Exception):
+                cupy.cuda.runtime.getLastError()  # a refused allocation is no error of later calls
             return None
         own = cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0))
         own[...] = x
