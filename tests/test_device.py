@@ -1,6 +1,8 @@
 """dsort.engine.device on a machine without CuPy's GPU: the array module of NumPy arrays, no GPUs,
 host copies that own their memory (the GPU paths run in tests/test_gpu_kernels.py on a device)."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -157,3 +159,60 @@ def test_room_counts_the_gpus_used_memory():
 
     free, total = cupy.cuda.runtime.memGetInfo()
     assert device.room(0, 0, 1.0) and not device.room(0, free + 1, 1.0) and not device.room(0, 0, 0.0)
+
+
+@pytest.fixture
+def fake_ipc(monkeypatch):
+    """CUDA IPC stood in for by a table of open mappings (the counting of opens can be tested on
+    any machine): ``{handle: times opened and not closed}``; handle ``b"gone"`` cannot be opened."""
+    import sys
+    import types
+
+    mapped = {}
+
+    class Refused(Exception):
+        pass
+
+    def open_handle(handle):
+        if handle == b"gone":
+            raise Refused("invalid resource handle")
+        assert handle not in mapped, "a mapping opened twice in one process"
+        mapped[handle] = 1
+        return 4096 * (len(mapped) + 1)
+
+    def close_handle(ptr):
+        handle = next(h for h, p in opened_at.items() if p == ptr)
+        del mapped[handle]
+
+    opened_at = {}
+
+    def tracked_open(handle):
+        opened_at[handle] = open_handle(handle)
+        return opened_at[handle]
+
+    rt = types.SimpleNamespace(CUDARuntimeError=Refused, ipcOpenMemHandle=tracked_open, ipcCloseMemHandle=close_handle)
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=rt, Device=lambda d: contextlib.nullcontext())
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return mapped
+
+
+def _shared(handle):
+    return device.Shared(handle, (4,), "u1", "0000:01:00.0", device.host_id(), "another process")
+
+
+def test_threads_opening_one_shared_array_share_one_mapping(fake_ipc):
+    """Opens of one array by several readers of a process map it once; the last close unmaps it;
+    an array that cannot be opened fails with SharedGone, and nothing stays mapped."""
+    a, b = _shared(b"a"), _shared(b"b")
+    p = device._open(a, 0)
+    assert device._open(a, 0) == p and fake_ipc == {b"a": 1}
+    device._open(b, 0)
+    device._close(a.handle)
+    assert set(fake_ipc) == {b"a", b"b"}
+    device._close(a.handle)
+    device._close(b.handle)
+    assert fake_ipc == {} and device._opened == {}
+    with pytest.raises(device.SharedGone, match="could not be opened"):
+        device._open(_shared(b"gone"), 0)
+    assert fake_ipc == {} and device._opened == {}
