@@ -350,13 +350,9 @@ def report_stages(task: str, watch: F.Stopwatch) -> None:
     """Send one task's seconds per stage (``watch``) to the dask scheduler as an event of topic
     :data:`STAGES` (``{"task": task, stage: seconds, ...}``; ``client.get_events(STAGES)`` reads
     them), where the task runs on a distributed worker; elsewhere nothing."""
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):  # no distributed, or not inside a worker
-        return
-    worker.log_event(STAGES, {"task": task, **watch.times})
+    worker = R.this_worker()
+    if worker is not None:
+        worker.log_event(STAGES, {"task": task, **watch.times})
 
 
 def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:

@@ -32,6 +32,7 @@ import contextlib
 import ctypes
 import os
 import shutil
+import sys
 import threading
 import time
 import uuid
@@ -118,7 +119,7 @@ class RunStore:
         self._made_dir = False
         self._done: set = set()  # (compute, reader) of the readers done
         self.worker = self.directory = None
-        w = _this_worker()
+        w = this_worker()
         self.address = w.address if w is not None else None  # this worker (a shared run's owner)
         if config.local and w is not None:
             self.worker = w.address
@@ -347,8 +348,12 @@ def _visible(run: Run) -> bool:
     return os.path.exists(run.path)
 
 
-def _this_worker():
-    """The dask worker running this task, or None (dask's local schedulers, the client)."""
+def this_worker():
+    """The dask worker running this task, or None (dask's local schedulers, the client). A
+    process that has not imported distributed runs no worker: it is not imported here (the
+    embedded sort never pays for it)."""
+    if "distributed" not in sys.modules:
+        return None
     try:
         from distributed import get_worker
 
