@@ -420,23 +420,18 @@ def sort_values_external(
     budget = run_memory(memory_limit)
     widths = _widths_tuple(spec, widths)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external")
-    job = external.FrameJob(
-        spec=spec,
-        widths=widths,
-        partitions=int(npartitions or df.npartitions),
-        spacing=256,
-        store=external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget),
-        ignore_index=ignore_index,
-        device=device,
-    )
-    run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
+    partitions, spacing = _partitions(df, npartitions), 256
     codec = RowCodec.of(df._meta)
     if codec is not None:  # fixed-width columns: rows in the run store, no pickling
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
-        job = external.FixedFrameJob(layout, spec, codec, job.partitions, 256, store, ignore_index=ignore_index, gpu=device == "gpu")
+        job = external.FixedFrameJob(layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu")
         run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
+    else:
+        store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
+        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device)
+        run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
     dsk = {}
     runs = [(T.name(T.RUN, tok), i) for i in range(df.npartitions)]
     for key, part in zip(runs, df.__dask_keys__()):
@@ -445,7 +440,7 @@ def sort_values_external(
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
     merges = [(T.name(T.MERGE, tok), t) for t in range(job.partitions)]
     for key in merges:
-        dsk[key] = T.task_beside(key, runs[key[1] * len(runs) // len(merges)], merge, job, T.ref(cut), key[1], *extra)
+        dsk[key] = T.task_beside(key, T.beside(runs, key[1], len(merges)), merge, job, T.ref(cut), key[1], *extra)
     return _collection(df, dsk, df._meta, None, merges, tok)
 
 

@@ -129,7 +129,7 @@ def graph(token: str, key_chunks, value_chunks, sizes, job: ArrayJob) -> tuple[d
     merges = []
     for t in range(len(sizes)):
         key = (T.name(T.MERGE, token), t)
-        dsk[key] = T.task_beside(key, run_keys[t * len(run_keys) // len(sizes)], merge_chunk, job, T.ref(cut), t)
+        dsk[key] = T.task_beside(key, T.beside(run_keys, t, len(sizes)), merge_chunk, job, T.ref(cut), t)
         merges.append(key)
     return dsk, merges
 

@@ -287,7 +287,7 @@ def _write_at(path, offset: int, rows, gpu=None) -> None:
 def graph(job: Job) -> tuple[dict, list, list]:
     """``(dask graph, run keys, merge keys)``: computing the run keys gives ``(Run, input summary,
     times)`` per block, the merge keys ``(output summary, times)`` per output range."""
-    from .tasks import CUTS, MERGE, RUN, name, ref, task, task_beside
+    from .tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
 
     dsk = {}
     run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
@@ -297,8 +297,7 @@ def graph(job: Job) -> tuple[dict, list, list]:
     dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in run_keys])
     merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
     for t, k in enumerate(merge_keys):
-        near = run_keys[t * len(run_keys) // len(merge_keys)] if run_keys else None
-        dsk[k] = task_beside(k, near, merge_task, job, ref(cut), t) if near else task(k, merge_task, job, ref(cut), t)
+        dsk[k] = task_beside(k, beside(run_keys, t, len(merge_keys)), merge_task, job, ref(cut), t)
     return dsk, run_keys, merge_keys
 
 

@@ -57,11 +57,17 @@ def _beside(_near, func, *args):
 
 
 def task_beside(key, near, func, *args) -> Task:
-    """:func:`task` ``(key, func, *args)`` that also depends on task ``near``, whose value it drops.
-    dask runs a task where most of its inputs' bytes are: tasks whose one input is a small shared
-    result (the merges, after the cuts) would all go to the worker holding it; each beside its own
-    run (whose handle holds the run's sample), they spread as the runs do."""
-    return task(key, _beside, ref(near), func, *args)
+    """:func:`task` ``(key, func, *args)`` that also depends on task ``near`` (None: none), whose
+    value it drops. dask runs a task where most of its inputs' bytes are: tasks whose one input is
+    a small shared result (the merges, after the cuts) would all go to the worker holding it; each
+    beside its own run (:func:`beside`; a run's handle holds its sample), they spread as the runs do."""
+    return task(key, func, *args) if near is None else task(key, _beside, ref(near), func, *args)
+
+
+def beside(keys, t: int, n: int):
+    """The key among ``keys`` that task ``t`` of ``n`` goes beside (:func:`task_beside`): spread
+    evenly over them, task ``t`` beside key ``t`` where there are as many; None where ``keys`` is empty."""
+    return keys[t * len(keys) // n] if len(keys) else None
 
 
 def ref(key) -> TaskRef:

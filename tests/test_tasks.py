@@ -49,3 +49,19 @@ def test_only_this_module_imports_the_private_task_spec():
     root = Path(tasks.__file__).parent
     users = sorted(str(p.relative_to(root)) for p in root.rglob("*.py") if "_task_spec" in p.read_text() and p.name != "tasks.py")
     assert users == [], users
+
+
+def test_tasks_beside_runs_spread_over_them_and_drop_their_values():
+    """Task t of n goes beside run t * runs // n (every run gets its share, in order); the run is
+    a dependency whose value the task drops; without runs it is a plain task."""
+    runs = [("run", i) for i in range(4)]
+    for n in (1, 3, 4, 8, 9):
+        got = [tasks.beside(runs, t, n) for t in range(n)]
+        counts = [got.count(r) for r in runs]
+        assert got == sorted(got) and max(counts) - min(c for c in counts if c) <= 1 and (n < 4 or min(counts) > 0)
+    assert tasks.beside([], 0, 3) is None
+    dsk = {r: tasks.task(r, lambda i=i: 10 * i) for i, r in enumerate(runs)}
+    dsk["m"] = tasks.task_beside("m", runs[2], lambda a, b: a + b, 1, tasks.ref(runs[1]))
+    dsk["p"] = tasks.task_beside("p", None, lambda a: -a, 5)
+    assert dsk["m"].dependencies == {runs[2], runs[1]} and not dsk["p"].dependencies
+    assert dask.get(dsk, ["m", "p"]) == (11, -5)

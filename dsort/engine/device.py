@@ -60,7 +60,9 @@ def has_gpu() -> bool:
 # buffers, page by page, many times slower than page-locked memory, and page-locking an array in
 # place costs less than that difference; new host memory is slow to touch the first time from one
 # thread. So to_host touches the new array's pages from several threads, then page-locks it for
-# the copy; small arrays take the plain path. The figures: BENCHMARKS.md (bench_host_transfer.py).
+# the copy; small arrays take the plain path. While another thread of the process copies too, both
+# directions go through the staging buffers instead (see _alone). The figures: BENCHMARKS.md
+# (bench_host_transfer.py, bench_concurrent_transfer.py).
 #
 # Page-locked host memory is process-wide, and CuPy copies from (or into) any host pointer that is
 # page-locked as from pinned memory: asynchronously, by DMA straight from those pages. So pages
