@@ -378,9 +378,12 @@ def store(config: StoreConfig) -> RunStore:
     """This process's store for ``config.job`` (made on first use: each distributed worker has its own)."""
     with _stores_lock:
         s = _stores.get(config.job)
-        if s is None:
+        made = s is None
+        if made:
             s = _stores[config.job] = RunStore(config)
-        return s
+    if made and s.address is not None and os.path.isdir(config.directory):
+        _follow(config)  # a worker reading another process's runs: its store goes when the job does
+    return s
 
 
 # -- shared runs: freed by the process that made them, once the job is over -------------------
@@ -397,10 +400,17 @@ def _watch(s: RunStore) -> None:
     then (a new compute of a job the watcher has just dropped registers it again)."""
     with _watch_lock:
         os.makedirs(s.config.directory, exist_ok=True)
-        start = not _watched
-        _watched[s.config.job] = s.config.directory
         with _stores_lock:
             _stores[s.config.job] = s
+    _follow(s.config)
+
+
+def _follow(config: StoreConfig) -> None:
+    """Drop this process's store of ``config.job`` once the job's directory is gone (the watcher
+    thread started if none runs)."""
+    with _watch_lock:
+        start = not _watched
+        _watched[config.job] = config.directory
     if start:
         threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True).start()
 

@@ -184,7 +184,8 @@ def test_the_readme_session_on_local_processes(deployment):
 def test_tls_without_the_right_certificates_fails_in_one_line(deployment, tmp_path):
     """No certificates: one line, exit 2 (the real command, so a traceback would show). Another
     deployment's set: refused by TLS, one line. Nothing is written at OUTPUT either way."""
-    src, out = deployment.paths["/data"] / "in.bin", tmp_path / "out.bin"
+    src, out = deployment.tmp / "tls-in.bin", tmp_path / "out.bin"  # its own input: tests may run apart (xdist)
+    src.write_bytes(os.urandom(100 * 1000))
     dsort = _command("dsort")
     done = subprocess.run([*dsort, "sort", src, out, "--scheduler", deployment.address], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and done.stdout == "", done.stdout + done.stderr

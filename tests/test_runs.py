@@ -84,6 +84,27 @@ def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
     assert not os.path.exists(cfg.directory) and cfg.job not in R._stores
 
 
+def test_a_worker_reading_runs_of_other_processes_forgets_its_store_when_the_job_is_gone(tmp_path, monkeypatch):
+    """A worker process that only reads a job's runs (they are another process's, whose last
+    reader removes the job's directory) drops its own store of the job once the directory is
+    gone; the store of a job whose directory is not there (a process that has not made runs yet)
+    is not watched."""
+    import time
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(R, "this_worker", lambda: SimpleNamespace(address="tcp://here:1", local_directory=str(tmp_path)))
+    cfg, early = _config(tmp_path, 4), _config(tmp_path / "other", 4)
+    os.makedirs(cfg.directory)  # another process's runs are there
+    R.store(cfg), R.store(early)
+    assert cfg.job in R._watched and early.job not in R._watched
+    os.rmdir(cfg.directory)  # that process's last reader: the job is over
+    deadline = time.monotonic() + 10
+    while cfg.job in R._stores and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cfg.job not in R._stores and cfg.job not in R._watched and early.job in R._stores
+    R.drop(early.job)
+
+
 def test_leftovers_of_dead_processes_only_are_removed(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(done.stdout)
