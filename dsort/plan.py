@@ -28,6 +28,8 @@ import math
 
 import numpy as np
 
+from . import engine as engines
+from .engine import device as dev
 from .engine import numpy_engine as E
 
 
@@ -55,33 +57,33 @@ def sample_positions(offset: int, spacing: int) -> tuple[int, int]:
     return (-offset) % spacing, spacing
 
 
-def _bounds_at(idx, pos_by_run, own_run, own_pos, counts, sizes, spacing, lower):
+def _bounds_at(idx, m, own_run, own_pos, counts, sizes, spacing, lower):
     """Per-run rank bounds ``(len(idx), P)`` of the sorted samples at ``idx`` (-1: before all,
-    len: after all), one search per run for all of them.
+    len: after all), where ``m[i, q]`` samples of run ``q`` come before sample ``idx[i]``, which
+    is sample ``own_pos[i]`` (a row) of run ``own_run[i]`` where it is one.
 
-    ``m`` samples of run ``q`` come before the sample, so its rank in ``q`` lies in
-    ``[(m - 1) * s + 1, min(m * s, n_q)]`` (0 when ``m == 0``); in its own run it is exact.
+    Its rank in another run ``q`` lies in ``[(m - 1) * s + 1, min(m * s, n_q)]`` (0 when
+    ``m == 0``); in its own run it is exact.
     """
-    idx = np.asarray(idx, np.int64)
-    m = np.stack([np.searchsorted(pos, idx) for pos in pos_by_run], axis=1) if len(pos_by_run) else np.zeros((len(idx), 0), np.int64)
     if lower:
         b = np.where(m > 0, (m - 1) * spacing + 1, 0)
     else:
         b = np.where(m == counts, sizes, m * spacing)
     b = b.astype(np.int64)
-    inside = np.nonzero((idx >= 0) & (idx < len(own_run)))[0]
-    b[inside, own_run[idx[inside]]] = own_pos[idx[inside]]
+    inside = np.nonzero((idx >= 0) & (idx < counts.sum()))[0]
+    b[inside, own_run[inside]] = own_pos[inside]
     b[idx < 0] = 0
-    b[idx >= len(own_run)] = sizes
+    b[idx >= counts.sum()] = sizes
     return b
 
 
 def windows(samples, run_sizes, spacing, targets, descending=False, na_position="last"):
     """Windows around the cuts, from the regular samples of every run.
 
-    ``samples[q]`` holds the keys at positions ``0, s, 2s, ...`` of run ``q`` (NumPy, in run order;
-    so ``ceil(n_q / s)`` of them). Returns ``(lo, hi)``, int64 arrays of shape
-    ``(len(targets), P)``: the cut of target ``k`` in run ``q`` lies in ``[lo[t, q], hi[t, q]]``.
+    ``samples[q]`` holds the keys at positions ``0, s, 2s, ...`` of run ``q`` (in run order; so
+    ``ceil(n_q / s)`` of them), NumPy or CuPy: CuPy samples are ranked on their GPU, only the
+    windows come back. Returns ``(lo, hi)``, int64 NumPy arrays of shape ``(len(targets), P)``:
+    the cut of target ``k`` in run ``q`` lies in ``[lo[t, q], hi[t, q]]``.
 
     A sample's rank among all samples, split by run, bounds its global rank ``R`` to
     ``[r_lo, r_hi]``; the last sample with ``r_hi <= k`` (``R <= k``) and the first with
@@ -100,30 +102,45 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     if not nonempty:
         z = np.zeros((len(targets), p), np.int64)
         return z, z.copy()
-    keys = np.concatenate(nonempty)
-    run = np.repeat(np.arange(p), counts)
-    j = np.concatenate([np.arange(c) for c in counts])
-    order = E.argsort(keys, descending=descending, na_position=na_position)
-    run, j = run[order], j[order]
-    t = np.arange(len(order), dtype=np.int64)
-    # Before sorted sample t: t - j samples of other runs; F of them are first samples of their
-    # run (less this run's own first one when j > 0); G corrects m * s to n_q for exhausted runs.
-    first = offsets(j == 0)
-    g = offsets(np.where(j == counts[run] - 1, counts[run] * s - sizes[run], 0))
-    r_lo = s * (t - j) - (s - 1) * (first - (j > 0)) + j * s
-    r_hi = s * (t - j) - g + j * s
-    # Both bounds rise along the sorted samples; the running max / min keep that true by
-    # construction, and stay valid bounds.
-    r_hi = np.maximum.accumulate(r_hi)
-    r_lo = np.minimum.accumulate(r_lo[::-1])[::-1]
-    # each run's samples' places in the sorted order: one stable (radix) sort of the run numbers,
-    # not a pass over all samples per run
-    narrow = run.astype(np.uint16) if p <= 1 << 16 else run
-    pos_by_run = np.split(np.argsort(narrow, kind="stable"), np.cumsum(counts)[:-1])
-    below = np.searchsorted(r_hi, targets, side="right") - 1
-    above = np.searchsorted(r_lo, targets, side="left")
-    lo = _bounds_at(below, pos_by_run, run, j * s, counts, sizes, s, lower=True)
-    hi = _bounds_at(above, pos_by_run, run, j * s, counts, sizes, s, lower=False)
+    e = engines.get(nonempty[0])
+    xp = e.xp
+    order = e.argsort(xp.concatenate(nonempty), descending=descending, na_position=na_position)
+    n = len(order)
+    starts = offsets(counts)
+    full = counts > 0
+    # Sorted sample t, sample j of run q: before it, t - j samples of other runs, whose ranks total
+    # at most s * (t - j) and at least that less s - 1 for each first sample of a run among them;
+    # the exhausted runs' last samples stand for fewer than s rows (``short``). Counting q's own
+    # j samples exactly, its global rank lies in [s * t - (s - 1) * (F - 1), s * t - G]: F the
+    # first samples up to and including t, G the shortfalls before t. Both rise by at least 1 from
+    # one sample to the next, so they are sorted. The flags are set where the samples were given,
+    # then read in sorted order.
+    is_first = xp.zeros(n, bool)
+    is_first[xp.asarray(starts[full])] = True
+    short = xp.zeros(n, np.int64)
+    short[xp.asarray((starts + counts - 1)[full])] = xp.asarray((counts * s - sizes)[full])
+    is_first, short = is_first[order], short[order]
+    st = xp.arange(0, s * n, s, dtype=np.int64)
+    r_lo = st - (s - 1) * (xp.cumsum(is_first, dtype=np.int64) - 1)
+    r_hi = st - (xp.cumsum(short) - short)
+    t = xp.asarray(targets)
+    idx = xp.concatenate([xp.searchsorted(r_hi, t, side="right") - 1, xp.searchsorted(r_lo, t, side="left")])
+    # how many of each run's samples come before each of those: each sample's place in the sorted
+    # order, offset by n times its run, rises run by run (a run's samples are in order and the sort
+    # stable), so one search per (sample, run) counts them
+    place = xp.empty_like(order)
+    place[order] = xp.arange(n, dtype=np.int64)
+    run_of = xp.searchsorted(xp.asarray(starts + counts), xp.arange(n, dtype=np.int64), side="right")
+    runs = xp.arange(p, dtype=np.int64)
+    m = xp.searchsorted(place + n * run_of, (xp.clip(idx, 0, n)[:, None] + n * runs[None, :]).reshape(-1)).reshape(-1, p)
+    m = m - xp.asarray(starts)[None, :]
+    given = order[xp.clip(idx, 0, n - 1)]
+    own_run = run_of[given]
+    own_pos = (given - xp.asarray(starts)[own_run]) * s
+    idx, m, own_run, own_pos = (dev.to_host(x) for x in (idx, m, own_run, own_pos))
+    k = len(targets)
+    lo = _bounds_at(idx[:k], m[:k], own_run[:k], own_pos[:k], counts, sizes, s, lower=True)
+    hi = _bounds_at(idx[k:], m[k:], own_run[k:], own_pos[k:], counts, sizes, s, lower=False)
     return lo, hi
 
 

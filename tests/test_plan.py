@@ -121,6 +121,28 @@ def test_windows_stay_small(case):
     assert ((hi - lo).sum(axis=1) <= 2 * (p + 1) * spacing).all()
 
 
+@pytest.mark.gpu
+@settings(max_examples=100, deadline=None)
+@given(runs_and_targets())
+def test_windows_of_samples_on_a_gpu_are_the_hosts(case):
+    """Samples on a GPU are ranked there (dsort.filesort.cut_runs puts them there for GPU sorts):
+    the same windows as the NumPy engine's."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import cupy
+
+    runs, targets, spacing, descending, na_position = case
+    sizes = [len(r) for r in runs]
+    samples = [r[0::spacing] for r in runs]
+    want = plan.windows(samples, sizes, spacing, targets, descending, na_position)
+    got = plan.windows([cupy.asarray(x) for x in samples], sizes, spacing, targets, descending, na_position)
+    assert all(isinstance(x, np.ndarray) for x in got)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
+
+
 @pytest.mark.parametrize("descending, na_position", ORDERS)
 def test_skewed_runs(descending, na_position):
     """One run holds every small key: all early cuts fall in that run alone."""
