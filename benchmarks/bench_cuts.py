@@ -54,7 +54,6 @@ def owner(rows: int, runs: int, directory: str) -> None:
         keys = rng.integers(-(2**62), 2**62, n, dtype=cupy.int64)
         made.append(external.run_chunk(job, i, keys, cupy.arange(offset, offset + n, dtype=cupy.int64), offset))
         offset += n
-        print(f"run {i}: {made[-1].tier}", file=sys.stderr, flush=True)
     cupy.cuda.Device().synchronize()
     sys.stdout.buffer.write(pickle.dumps((job, made)))
     sys.stdout.buffer.flush()

@@ -213,9 +213,8 @@ def _samples(job, runs) -> list:
     samples = [r.sample for r in runs]
     if not (getattr(job, "gpu", False) or getattr(job, "gpus", ())) or not dev.has_gpu():
         return samples
-    on = chunk.on_gpu(np.concatenate(samples))
-    ends = np.cumsum([len(x) for x in samples]).tolist()
-    return [on[a:b] for a, b in zip([0] + ends[:-1], ends)]
+    on = chunk.on_gpu(np.concatenate(samples))  # one copy, not one per run
+    return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
 
 
 def read_windows(store, layout, runs, lo, hi) -> list:

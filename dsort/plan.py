@@ -19,7 +19,8 @@ Two levels, so no run ever travels whole:
 Bytes sent to the coordinator: ``n / s`` sample keys plus about ``2 * P * s`` window keys per cut;
 :func:`sample_spacing` balances the two. Everything here works on small NumPy arrays (samples and
 windows arrive as NumPy) through :mod:`dsort.engine.numpy_engine`, so the order (NaN position,
-descending, byte keys) is the engine's.
+descending, byte keys) is the engine's; :func:`windows` also ranks samples a caller has put on a
+GPU there, through the CuPy engine (the same order), and hands back NumPy.
 """
 
 from __future__ import annotations
@@ -70,10 +71,11 @@ def _bounds_at(idx, m, own_run, own_pos, counts, sizes, spacing, lower):
     else:
         b = np.where(m == counts, sizes, m * spacing)
     b = b.astype(np.int64)
-    inside = np.nonzero((idx >= 0) & (idx < counts.sum()))[0]
+    total = counts.sum()
+    inside = np.nonzero((idx >= 0) & (idx < total))[0]
     b[inside, own_run[inside]] = own_pos[inside]
     b[idx < 0] = 0
-    b[idx >= counts.sum()] = sizes
+    b[idx >= total] = sizes
     return b
 
 
