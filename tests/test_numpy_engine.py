@@ -54,6 +54,23 @@ def test_packed_only_where_it_keeps_the_order(rng, width, varying, where):
         assert order.tolist() == _reference(rows, False)
 
 
+@pytest.mark.parametrize("varying", [1, 8, 9])
+def test_packed_sees_a_byte_that_varies_in_one_row_only(rng, varying):
+    """A byte column equal in all rows but one, which the sparse first look at the rows may miss,
+    still counts: the packed keys keep the order, or there is no packing (more than 8 vary)."""
+    n = int(rng.integers(5000, 20000))
+    rows = np.zeros((n, 10), np.uint8)
+    rows[:, 1 : varying] = rng.integers(0, 256, (n, varying - 1), dtype=np.uint8)
+    odd = int(rng.integers(1, n))
+    rows[odd, 0] = 1  # the only row whose first byte differs: sorted last (or first if descending)
+    packed = E._packed(rows.view("S10").reshape(-1))
+    if varying > 8:
+        assert packed is None
+    else:
+        assert packed is not None
+        assert np.argsort(packed, kind="stable").tolist() == _reference(rows, False)
+
+
 def test_merge_of_byte_keys_is_stable(rng):
     a = np.sort(rng.integers(0, 4, (200, 9), dtype=np.uint8).view("S9").reshape(-1)).view(np.uint8).reshape(200, 9)
     b = np.sort(rng.integers(0, 4, (100, 9), dtype=np.uint8).view("S9").reshape(-1)).view(np.uint8).reshape(100, 9)
