@@ -60,7 +60,7 @@ def test_packed_sees_a_byte_that_varies_in_one_row_only(rng, varying):
     still counts: the packed keys keep the order, or there is no packing (more than 8 vary)."""
     n = int(rng.integers(5000, 20000))
     rows = np.zeros((n, 10), np.uint8)
-    rows[:, 1 : varying] = rng.integers(0, 256, (n, varying - 1), dtype=np.uint8)
+    rows[:, 1:varying] = rng.integers(0, 256, (n, varying - 1), dtype=np.uint8)
     odd = int(rng.integers(1, n))
     rows[odd, 0] = 1  # the only row whose first byte differs: sorted last (or first if descending)
     packed = E._packed(rows.view("S10").reshape(-1))
