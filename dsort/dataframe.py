@@ -161,7 +161,8 @@ class _Graph:
         self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths)
         self.dsk = {}
         inputs = df.__dask_keys__()
-        sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device) for i, k in enumerate(inputs)]
+        words = True  # one column of NumPy numbers, sorted on the host: keys as words (F.sort_part)
+        sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device, words) for i, k in enumerate(inputs)]
         info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s)) for i, s in enumerate(sort)]
         plan = self._add(T.name(T.PLAN, token), F.make_plan, partitions, *map(T.ref, info))
         samples = [self._add((T.name(T.SAMPLE, token), i), F.sample, spec, T.ref(s), T.ref(plan)) for i, s in enumerate(sort)]
@@ -351,9 +352,9 @@ def _firsts(part, plan, q, spec, cut) -> list:
     out = []
     for t in range(cut.shape[0] - 1):
         a, b = int(cut[t, q]), int(cut[t + 1, q])
-        out.append(None if b <= a else (F.part_keys(spec, part, plan, a, a + 1).tobytes(), col.iloc[a]))
+        out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
     n = len(part.frame)
-    out.append(None if n == 0 else (F.part_keys(spec, part, plan, n - 1, n).tobytes(), col.iloc[n - 1]))
+    out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
     return out
 
 
@@ -369,11 +370,11 @@ def _smallest(per_part) -> list:
 
 
 def _ranks(part, plan, q, spec, keys):
-    """Rows of this part before each of ``keys`` (key bytes), and up to and including it."""
+    """Rows of this part before each of ``keys`` (:func:`dsort.frame_chunk.key_bytes`), and up to and including it."""
     from .engine import numpy_engine
 
     mine = F.part_keys(spec, part, plan)
-    probes = np.frombuffer(b"".join(keys), np.uint8).reshape(len(keys), mine.shape[1]) if keys else mine[:0]
+    probes = F.from_key_bytes(keys, mine) if keys else mine[:0]
     return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
 
 

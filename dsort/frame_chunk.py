@@ -2,11 +2,13 @@
 for arrays). Plain functions on pandas frames, testable without a cluster.
 
 A *sorted part* is one input partition sorted by its keys (:class:`Sorted`: its rows and their
-byte keys, in order, encoded at the partition's own string widths, so no pass over the data comes
-first). The exact cuts come from the keys alone, as for arrays: a regular sample of every part,
-windows around every cut, the keys inside them (:mod:`dsort.plan`); every key that travels is first
-brought to the common widths (:func:`dsort.frame_keys.widen`). Each output partition then takes its
-slice of every part and merges them by their keys: stable, ties in input order.
+keys, in order: byte rows encoded at the partition's own string widths, so no pass over the data
+comes first; or, for one column of NumPy numbers sorted on the host, one uint64 word per row,
+:meth:`dsort.frame_keys.KeySpec.words`, which NumPy sorts as numbers, with no bytes to pack).
+The exact cuts come from the keys alone, as for arrays: a regular sample of every part, windows
+around every cut, the keys inside them (:mod:`dsort.plan`); every key that travels is first brought
+to the common widths (:func:`dsort.frame_keys.widen`). Each output partition then takes its slice
+of every part and merges them by their keys: stable, ties in input order.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from .frame_keys import KeySpec, common_widths, widen
 
 @dataclass
 class Sorted:
-    """One input partition sorted: its rows, and their keys (NumPy byte rows) in the same order."""
+    """One input partition sorted: its rows, and their keys (NumPy byte rows, or words) in the same order."""
 
     frame: pd.DataFrame
     keys: np.ndarray
@@ -61,10 +63,14 @@ def _argsort(keys, device):
     return engines.get(keys).argsort(keys)
 
 
-def sort_part(part: pd.DataFrame, spec: KeySpec, widths=None, device=None) -> Sorted:
+def sort_part(part: pd.DataFrame, spec: KeySpec, widths=None, device=None, words=False) -> Sorted:
     """Partition ``part`` sorted stably by its keys (on the worker's GPU with ``device="gpu"``:
-    the keys go there and the order comes back; the rows stay on the host)."""
-    keys, widths = spec.encode(part, widths)
+    the keys go there and the order comes back; the rows stay on the host). ``words``: keyed by
+    words, not byte rows, where the spec allows (:attr:`KeySpec.word`) and the sort is on the host."""
+    if words and spec.word and device is None:
+        keys, widths = spec.words(part), (0,)
+    else:
+        keys, widths = spec.encode(part, widths)
     order = _argsort(keys, device)
     return Sorted(part.iloc[order], engines.take_rows(keys, order), widths)
 
@@ -83,6 +89,19 @@ def make_plan(partitions: int, *infos) -> Plan:
 
 def part_keys(spec, part: Sorted, p: Plan, lo=0, hi=None, step=1):
     return widen(spec, np.ascontiguousarray(part.keys[lo:hi:step]), part.widths, p.widths)
+
+
+def key_bytes(keys) -> bytes:
+    """Keys (byte rows, or words) as bytes in the same order (``memcmp``): words big-endian."""
+    return keys.astype(">u8").tobytes() if keys.ndim == 1 else keys.tobytes()
+
+
+def from_key_bytes(blobs, like) -> np.ndarray:
+    """The keys of :func:`key_bytes` ``blobs`` (one key each), of the kind of the keys ``like``."""
+    joined = b"".join(blobs)
+    if like.ndim == 1:
+        return np.frombuffer(joined, ">u8").astype(np.uint64)
+    return np.frombuffer(joined, np.uint8).reshape(len(blobs), like.shape[1])
 
 
 def sample(spec: KeySpec, part: Sorted, p: Plan):

@@ -31,6 +31,62 @@ def test_encoded_keys_order_like_pandas(rng, by, ascending, na_position, backend
     np.testing.assert_array_equal(df["row"].to_numpy()[order], reference(df, by, ascending, na_position)["row"].to_numpy())
 
 
+WORD_DTYPES = ["int8", "int16", "int64", "uint8", "uint64", "float16", "float32", "float64", "bool"]
+
+
+def _edge_values(rng, dtype, n):
+    """Random values of ``dtype`` with its extremes, ties, and for floats NaN, -0.0 and infinities."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return rng.integers(0, 2, n).astype(bool)
+    if dt.kind == "f":
+        edge = np.array([np.nan, -0.0, 0.0, np.inf, -np.inf, np.finfo(dt).max, np.finfo(dt).min, np.finfo(dt).tiny, -np.nan], dt)
+        x = rng.normal(0, 3, n).round(1).astype(dt)
+    else:
+        info = np.iinfo(dt)
+        edge = np.array([info.min, info.max, info.min + 1, info.max - 1, 0], dt)
+        x = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True) // (1 + rng.integers(0, 2) * 10**6)
+    pick = rng.random(n) < 0.2
+    x[pick] = rng.choice(edge, int(pick.sum()))
+    return x
+
+
+@pytest.mark.parametrize("dtype", WORD_DTYPES)
+@pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("na_position", ["last", "first"])
+def test_words_of_one_number_column_order_like_pandas_and_like_the_byte_keys(rng, dtype, ascending, na_position):
+    """One column of NumPy numbers keys by words (the host's in-memory sort does): their stable
+    order is pandas' and that of the same column's byte keys, edge values included."""
+    n = int(rng.integers(1, 3000))
+    df = pd.DataFrame({"x": _edge_values(rng, dtype, n)})
+    spec = KeySpec.of(df.iloc[:0], ["x"], ascending, na_position)
+    assert spec.word
+    words = spec.words(df)
+    assert words.dtype == np.uint64 and words.shape == (n,)
+    order = np.argsort(words, kind="stable")
+    expected = df.sort_values("x", ascending=ascending, na_position=na_position, kind="stable").index.to_numpy()
+    np.testing.assert_array_equal(order, expected)
+    keys = spec.encode(df)[0]
+    np.testing.assert_array_equal(np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable"), order)
+
+
+@pytest.mark.parametrize(
+    "meta,by",
+    [
+        (pd.DataFrame({"x": pd.array([1], "Int64")}), ["x"]),  # missing values need the flag byte
+        (pd.DataFrame({"x": pd.to_datetime(["2020-01-01"])}), ["x"]),
+        (pd.DataFrame({"x": ["a"]}), ["x"]),
+        (pd.DataFrame({"x": pd.Categorical([1])}), ["x"]),
+        (pd.DataFrame({"x": [1], "y": [2]}), ["x", "y"]),
+    ],
+)
+def test_words_only_for_one_column_of_numpy_numbers(meta, by):
+    spec = KeySpec.of(meta.iloc[:0], by)
+    assert not spec.word
+    with pytest.raises(ValueError, match="do not fit one word"):
+        spec.words(meta)
+
+
 @pytest.mark.parametrize("ascending", [True, False])
 def test_strings_with_trailing_nuls_sort_after_their_prefix(ascending):
     df = pd.DataFrame({"s": ["a\x00", "a", "a\x00b", "a", "", "\x00"]})
