@@ -71,6 +71,37 @@ def test_packed_sees_a_byte_that_varies_in_one_row_only(rng, varying):
         assert np.argsort(packed, kind="stable").tolist() == _reference(rows, False)
 
 
+def _integer_keys(rng, case, n):
+    if case == "full int64":
+        return rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64, endpoint=True)
+    if case == "full uint64":
+        return rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    if case == "small int32":
+        return rng.integers(-3, 4, n).astype(np.int32)
+    if case == "skewed":
+        return np.where(rng.random(n) < 0.9, np.int64(-5), rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64))
+    # "cut short": the span needs all 64 bits, so the sort words drop low bits; keys share a few
+    # high parts and differ below them, so many fall into runs that must be sorted again
+    high = rng.integers(0, 2**48, 30, dtype=np.uint64) << np.uint64(16)
+    keys = rng.choice(high, n) | rng.integers(0, 2**16, n, dtype=np.uint64)
+    keys[rng.integers(0, n, n // 10)] = keys[0]  # ties among them too
+    keys[:2] = [0, 2**64 - 1]
+    return keys
+
+
+@pytest.mark.parametrize("case", ["full int64", "full uint64", "small int32", "skewed", "cut short"])
+@pytest.mark.parametrize("mended_runs", [E.MAX_MENDED_RUNS, 0])
+def test_integer_argsort_is_numpys_stable_argsort(rng, monkeypatch, case, mended_runs):
+    """The argsort of 4- and 8-byte integers by sorted words of (key, position), keys cut short
+    where their span needs the bits, and the runs that cutting merged sorted again (or, beyond
+    the runs it mends, NumPy's stable sort), equals NumPy's stable argsort."""
+    monkeypatch.setattr(E, "MAX_MENDED_RUNS", mended_runs)
+    for n in (2, 3, 257, int(rng.integers(1000, 20000))):
+        keys = _integer_keys(rng, case, n)
+        np.testing.assert_array_equal(E._argsort(keys), np.argsort(keys, kind="stable"))
+        np.testing.assert_array_equal(E.argsort(keys, descending=True), np.argsort(-keys.astype(object), kind="stable").astype(np.int64))
+
+
 def test_merge_of_byte_keys_is_stable(rng):
     a = np.sort(rng.integers(0, 4, (200, 9), dtype=np.uint8).view("S9").reshape(-1)).view(np.uint8).reshape(200, 9)
     b = np.sort(rng.integers(0, 4, (100, 9), dtype=np.uint8).view("S9").reshape(-1)).view(np.uint8).reshape(100, 9)

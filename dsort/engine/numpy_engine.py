@@ -112,27 +112,65 @@ def _argsort(k: np.ndarray) -> np.ndarray:
         if packed is not None:
             k = packed
     if k.dtype.kind in "iu" and k.dtype.itemsize >= 4 and len(k) > 1:
-        return _argsort_distinct(k)
+        return _argsort_integers(k)
     return np.argsort(k, kind="stable")
 
 
 RUNS_PER_ELEMENT = 1 / 64  # fewer descents than this: sorted runs, which NumPy's timsort merges
+MAX_MENDED_RUNS = 256  # more runs of keys cut short to mend than this: NumPy's stable sort instead
 
 
-def _argsort_distinct(k: np.ndarray) -> np.ndarray:
-    """The stable argsort of integers, through NumPy's unstable SIMD argsort where no two keys are
-    equal (then every order is the stable one), checked after; keys with equal values, or already
-    in a few sorted runs (a merge's input), take the stable sort (radix or timsort)."""
+def _argsort_integers(k: np.ndarray) -> np.ndarray:
+    """The stable argsort of integers of 4 or 8 bytes. Keys already in a few sorted runs (a
+    merge's input) take NumPy's timsort, which merges them. Others are sorted as one word per key
+    by NumPy's SIMD sort of numbers (several times faster than any argsort): the key's distance
+    from the smallest key, shifted right by the bits a position needs beyond the 64 (none where
+    the keys' span leaves room), then left to make room for its position, which fills the low
+    bits. Those words sort by (key, position): the stable order, ties in input order. Where the
+    shift dropped low bits of the keys, keys that differ only in them fell into one run of equal
+    words in position order; each such run is sorted again by (key, position). Few temporaries:
+    each new array costs its pages again in a dask worker, which hands freed memory back."""
     n = len(k)
-    descents = int(np.count_nonzero(k[1:] < k[:-1]))
-    probe = k[:: max(1, n // 1024)]
-    if descents < n * RUNS_PER_ELEMENT or len(np.unique(probe)) < len(probe):
+    if np.count_nonzero(k[1:] < k[:-1]) < n * RUNS_PER_ELEMENT:
         return np.argsort(k, kind="stable")
-    order = np.argsort(k, kind="quicksort")
-    s = k[order]
-    if np.any(s[1:] == s[:-1]):  # equal keys after all: their order must be the input's
-        return np.argsort(k, kind="stable")
+    if k.dtype.kind == "i":  # signed: sign bit flipped, the same order as unsigned words
+        words = k.astype(np.int64, copy=False).view(np.uint64) ^ np.uint64(1 << 63)
+    else:
+        words = k.astype(np.uint64)
+    low = words.min()
+    position_bits = max((n - 1).bit_length(), 1)
+    shift = max(int(words.max() - low).bit_length() + position_bits - 64, 0)
+    words -= low
+    if shift:
+        words >>= np.uint64(shift)
+    words <<= np.uint64(position_bits)
+    words |= np.arange(n, dtype=np.uint64)
+    words.sort()
+    mask = np.uint64((1 << position_bits) - 1)
+    runs = []
+    if shift:  # neighbours equal but for their positions, whose keys differ: keys cut short
+        apart = words[1:] ^ words[:-1]
+        apart >>= np.uint64(position_bits)
+        tied = np.flatnonzero(apart == 0)
+        tied = tied[k[(words[tied] & mask).astype(np.intp)] != k[(words[tied + 1] & mask).astype(np.intp)]]
+        runs = _cut_short_runs(words, position_bits, tied) if len(tied) else []
+        if len(runs) > MAX_MENDED_RUNS:
+            return np.argsort(k, kind="stable")
+    words &= mask
+    order = words.view(np.int64)
+    for a, b in runs:  # each sorted again by (key, position)
+        rows = order[a:b]
+        order[a:b] = rows[np.lexsort((rows, k[rows]))]
     return order
+
+
+def _cut_short_runs(words, position_bits: int, tied) -> list:
+    """The runs ``(start, end)`` of sorted ``words`` equal above their position bits, around the
+    neighbours ``tied`` (each equal to the next there)."""
+    tops = np.unique(words[tied] >> np.uint64(position_bits))
+    starts = np.searchsorted(words, tops << np.uint64(position_bits), side="left")
+    ends = np.searchsorted(words, (tops << np.uint64(position_bits)) | np.uint64((1 << position_bits) - 1), side="right")
+    return list(zip(starts.tolist(), ends.tolist()))
 
 
 def _less(x: np.ndarray, y: np.ndarray) -> np.ndarray:
