@@ -9,8 +9,9 @@ index levels. The result has the input's number of partitions (or ``npartitions`
 within one row.
 
 How (the same three steps as for arrays, on the rows' keys): each partition's ``by`` columns are
-encoded as fixed-width byte keys whose ``memcmp`` order is the wanted order
-(:mod:`dsort.frame_keys`) and the partition is sorted by them; the exact cuts of every output
+encoded as fixed-width byte keys whose ``memcmp`` order is the wanted order (one column of NumPy
+numbers sorted on the host: as one ``uint64`` word per row; :mod:`dsort.frame_keys`) and the
+partition is sorted by them; the exact cuts of every output
 partition come from samples and windows of the keys (:mod:`dsort.plan`); each output partition takes
 its slice of every sorted partition and merges them by their keys (:mod:`dsort.frame_chunk`). Only
 the slices travel, once. Building the result runs nothing: the input is read once, during
@@ -161,8 +162,8 @@ class _Graph:
         self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths)
         self.dsk = {}
         inputs = df.__dask_keys__()
-        words = True  # one column of NumPy numbers, sorted on the host: keys as words (F.sort_part)
-        sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device, words) for i, k in enumerate(inputs)]
+        # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
+        sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device, True) for i, k in enumerate(inputs)]
         info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s)) for i, s in enumerate(sort)]
         plan = self._add(T.name(T.PLAN, token), F.make_plan, partitions, *map(T.ref, info))
         samples = [self._add((T.name(T.SAMPLE, token), i), F.sample, spec, T.ref(s), T.ref(plan)) for i, s in enumerate(sort)]

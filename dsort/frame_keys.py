@@ -263,7 +263,7 @@ class KeySpec:
     na_position: str
     strings: tuple  # per column: True for a string column
     fixed: tuple  # per column: its bytes, a string's value bytes not counted
-    word: bool = False  # one column of NumPy numbers (or booleans): keys may be words (:meth:`words`)
+    word: str | None = None  # the dtype (from the meta) of one column of NumPy numbers or booleans: keys may be words (:meth:`words`)
 
     @classmethod
     def of(cls, meta: pd.DataFrame, by, ascending=True, na_position="last") -> KeySpec:
@@ -277,7 +277,8 @@ class KeySpec:
         fixed = tuple(
             _column_key(column(empty, c), 1, not a, na_position == "first").shape[1] - int(st) for c, a, st in zip(by, ascending, strings)
         )
-        word = len(by) == 1 and _word_dtype(column(meta, by[0]).dtype)
+        dtype = column(meta, by[0]).dtype if len(by) == 1 else None
+        word = str(dtype) if dtype is not None and _word_dtype(dtype) else None
         return cls(tuple(by), tuple(ascending), na_position, strings, fixed, word)
 
     def widths(self, df) -> tuple:
@@ -298,13 +299,14 @@ class KeySpec:
 
     def words(self, df) -> np.ndarray:
         """The partition's keys as one uint64 per row whose ascending order is the wanted order
-        (where :attr:`word`): the value's word (:func:`number_word`), inverted when descending, a
-        missing value (NaN) 0 when first and 2**64 - 1 when last, which no number's word is (the
-        words of floats lie within those of -inf and +inf). The same order as :meth:`encode`'s
-        byte rows, in 8 bytes rather than 9, sorted as numbers."""
+        (where :attr:`word`): the value's word (:func:`number_word`) at the meta's dtype (a
+        partition of another dtype is cast to it, so every partition's words compare), inverted
+        when descending; a float's NaN 0 when first and 2**64 - 1 when last, which no float's word
+        is (they lie within those of -inf and +inf, either way). The same order as
+        :meth:`encode`'s byte rows, as one word: no flag byte, sorted as numbers."""
         if not self.word:
             raise ValueError(f"keys by {list(self.by)} do not fit one word: use encode")
-        v, na = number_word(column(df, self.by[0]).to_numpy())
+        v, na = number_word(column(df, self.by[0]).to_numpy(dtype=np.dtype(self.word)))
         v = v.astype(np.uint64)
         if not self.ascending[0]:
             np.invert(v, out=v)

@@ -415,3 +415,18 @@ def test_merges_wait_for_every_parts_slices(rng):
         deps = get_dependencies(graph, k)
         assert len(deps) == 3 and {kinds[x] for x in deps} == {T.SLICE} and {x[2] for x in deps} == {k[1]}
     pd.testing.assert_frame_equal(out.compute(), d.compute().sort_values("k", kind="stable"))
+
+
+def test_number_keys_of_partitions_whose_dtype_is_not_the_metas():
+    """A partition of another dtype than the meta says (int32 under int64, an empty object one, as
+    dask lets through with verify_meta=False): its keys are made at the meta's dtype, so they
+    compare with the others' (they used to be words of its own width, in the wrong order)."""
+    meta = pd.DataFrame({"x": np.array([], np.int64)})
+    parts = [
+        pd.DataFrame({"x": np.array([3, -1, 2], np.int64)}),
+        pd.DataFrame({"x": np.array([0, -5], np.int32)}),
+        pd.DataFrame({"x": pd.Series([], dtype=object)}),
+    ]
+    ddf = dd.from_delayed([dask.delayed(p) for p in parts], meta=meta, verify_meta=False)
+    got = sort_values(ddf, "x", strategy="memory").compute(scheduler="sync")
+    assert got["x"].tolist() == [-5, -1, 0, 2, 3]

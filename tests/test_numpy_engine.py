@@ -78,6 +78,8 @@ def _integer_keys(rng, case, n):
         return rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
     if case == "small int32":
         return rng.integers(-3, 4, n).astype(np.int32)
+    if case == "outlier":  # small ids and one far key: cut short, nearly all would tie
+        return np.r_[rng.integers(0, 2**18, n - 1), 2**62][rng.permutation(n)].astype(np.int64)
     if case == "skewed":
         return np.where(rng.random(n) < 0.9, np.int64(-5), rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64))
     # "cut short": the span needs all 64 bits, so the sort words drop low bits; keys share a few
@@ -89,13 +91,18 @@ def _integer_keys(rng, case, n):
     return keys
 
 
-@pytest.mark.parametrize("case", ["full int64", "full uint64", "small int32", "skewed", "cut short"])
+@pytest.mark.parametrize("case", ["full int64", "full uint64", "small int32", "skewed", "cut short", "outlier"])
 @pytest.mark.parametrize("mended_runs", [E.MAX_MENDED_RUNS, 0])
-def test_integer_argsort_is_numpys_stable_argsort(rng, monkeypatch, case, mended_runs):
+@pytest.mark.parametrize("probe", [E.PROBE, 0])
+def test_integer_argsort_is_numpys_stable_argsort(rng, monkeypatch, case, mended_runs, probe):
     """The argsort of 4- and 8-byte integers by sorted words of (key, position), keys cut short
     where their span needs the bits, and the runs that cutting merged sorted again (or, beyond
-    the runs it mends, NumPy's stable sort), equals NumPy's stable argsort."""
+    the runs it mends, or where a probe shows keys cut short alike, NumPy's stable sort), equals
+    NumPy's stable argsort. ``probe`` 0: no probe sees a collision (one key), so runs are mended."""
     monkeypatch.setattr(E, "MAX_MENDED_RUNS", mended_runs)
+    monkeypatch.setattr(E, "PROBE", max(probe, 1))
+    if not probe:
+        monkeypatch.setattr(E, "MENDED_PER_ELEMENT", 1.0)
     for n in (2, 3, 257, int(rng.integers(1000, 20000))):
         keys = _integer_keys(rng, case, n)
         np.testing.assert_array_equal(E._argsort(keys), np.argsort(keys, kind="stable"))

@@ -118,18 +118,25 @@ def _argsort(k: np.ndarray) -> np.ndarray:
 
 RUNS_PER_ELEMENT = 1 / 64  # fewer descents than this: sorted runs, which NumPy's timsort merges
 MAX_MENDED_RUNS = 256  # more runs of keys cut short to mend than this: NumPy's stable sort instead
+MENDED_PER_ELEMENT = 1 / 16  # more rows in them than this: NumPy's stable sort instead
+PROBE = 8192  # keys cut short that collide in a probe of about this many: NumPy's stable sort at once
+TIED_PER_ELEMENT = 1 / 4  # more equal keys in the probe than this (and keys cut short): the same
 
 
 def _argsort_integers(k: np.ndarray) -> np.ndarray:
-    """The stable argsort of integers of 4 or 8 bytes. Keys already in a few sorted runs (a
-    merge's input) take NumPy's timsort, which merges them. Others are sorted as one word per key
-    by NumPy's SIMD sort of numbers (several times faster than any argsort): the key's distance
+    """The stable argsort of integers of 4 or 8 bytes. Keys already in a few sorted runs (a merge's
+    input) take NumPy's timsort, which merges them. Others are sorted as one word per key by
+    NumPy's SIMD sort of numbers (several times faster than any argsort): the key's distance
     from the smallest key, shifted right by the bits a position needs beyond the 64 (none where
     the keys' span leaves room), then left to make room for its position, which fills the low
-    bits. Those words sort by (key, position): the stable order, ties in input order. Where the
-    shift dropped low bits of the keys, keys that differ only in them fell into one run of equal
-    words in position order; each such run is sorted again by (key, position). Few temporaries:
-    each new array costs its pages again in a dask worker, which hands freed memory back."""
+    bits. Without a shift, those words sort by (key, position): the stable order, ties in input
+    order. Where the shift dropped low bits of the keys, keys that differ only in them fell
+    into one run of equal words in position order; each such run is sorted again by (key,
+    position). Where many would be (a regular probe of the keys shows two cut short alike, or
+    many equal keys, whose ties cost a look each and which NumPy's timsort sorts fast, or the
+    runs hold more than a sixteenth of the keys, or number more than :data:`MAX_MENDED_RUNS`: a
+    few outliers far from keys close together, say), NumPy's stable sort. Few temporaries: each
+    new array costs its pages again in a dask worker, which hands freed memory back."""
     n = len(k)
     if np.count_nonzero(k[1:] < k[:-1]) < n * RUNS_PER_ELEMENT:
         return np.argsort(k, kind="stable")
@@ -140,6 +147,13 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
     low = words.min()
     position_bits = max((n - 1).bit_length(), 1)
     shift = max(int(words.max() - low).bit_length() + position_bits - 64, 0)
+    if shift:
+        probe = words[:: max(1, n // PROBE)]
+        short = (probe - low) >> np.uint64(shift)
+        probe, short = probe[np.lexsort((probe, short))], np.sort(short)
+        same = probe[1:] == probe[:-1]
+        if np.any((short[1:] == short[:-1]) & ~same) or np.count_nonzero(same) > len(same) * TIED_PER_ELEMENT:
+            return np.argsort(k, kind="stable")
     words -= low
     if shift:
         words >>= np.uint64(shift)
@@ -154,7 +168,7 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
         tied = np.flatnonzero(apart == 0)
         tied = tied[k[(words[tied] & mask).astype(np.intp)] != k[(words[tied + 1] & mask).astype(np.intp)]]
         runs = _cut_short_runs(words, position_bits, tied) if len(tied) else []
-        if len(runs) > MAX_MENDED_RUNS:
+        if len(runs) > MAX_MENDED_RUNS or sum(b - a for a, b in runs) > n * MENDED_PER_ELEMENT:
             return np.argsort(k, kind="stable")
     words &= mask
     order = words.view(np.int64)
