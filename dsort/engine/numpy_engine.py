@@ -148,9 +148,8 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
     position_bits = max((n - 1).bit_length(), 1)
     shift = max(int(words.max() - low).bit_length() + position_bits - 64, 0)
     if shift:
-        probe = words[:: max(1, n // PROBE)]
-        short = (probe - low) >> np.uint64(shift)
-        probe, short = probe[np.lexsort((probe, short))], np.sort(short)
+        probe = np.sort(words[:: max(1, n // PROBE)])
+        short = (probe - low) >> np.uint64(shift)  # sorted too: cutting short keeps the order
         same = probe[1:] == probe[:-1]
         if np.any((short[1:] == short[:-1]) & ~same) or np.count_nonzero(same) > len(same) * TIED_PER_ELEMENT:
             return np.argsort(k, kind="stable")
