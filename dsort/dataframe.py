@@ -18,8 +18,8 @@ the slices travel, once. Building the result runs nothing: the input is read onc
 ``compute``; unsupported key types and wrong arguments fail at the call, from the frame's meta.
 
 Graph phases (task groups on the dashboard, :mod:`dsort.tasks`): ``dsort-sort`` (one per input
-partition), ``dsort-info``, ``dsort-plan``, ``dsort-sample``, ``dsort-bounds``, ``dsort-window``,
-``dsort-cuts`` (small), ``dsort-slice`` (one per input and output partition; it runs where the
+partition), ``dsort-info`` (a part's size and regular sample), ``dsort-plan`` (with the windows
+around every cut), ``dsort-window``, ``dsort-cuts`` (small), ``dsort-slice`` (one per input and output partition; it runs where the
 sorted partition lives), ``dsort-sliced`` (one per input partition: all its slices made),
 ``dsort-merge`` (one per output partition, after every ``dsort-sliced``).
 
@@ -164,14 +164,11 @@ class _Graph:
         inputs = df.__dask_keys__()
         # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
         sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device, True) for i, k in enumerate(inputs)]
-        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s)) for i, s in enumerate(sort)]
-        plan = self._add(T.name(T.PLAN, token), F.make_plan, partitions, *map(T.ref, info))
-        samples = [self._add((T.name(T.SAMPLE, token), i), F.sample, spec, T.ref(s), T.ref(plan)) for i, s in enumerate(sort)]
-        bounds = self._add(T.name(T.BOUNDS, token), F.bounds, T.ref(plan), *map(T.ref, samples))
-        windows = [
-            self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), T.ref(bounds), i) for i, s in enumerate(sort)
-        ]
-        self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), T.ref(bounds), *map(T.ref, windows))
+        # each part's info carries its sample: the plan finds the windows at once
+        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s), partitions) for i, s in enumerate(sort)]
+        plan = self._add(T.name(T.PLAN, token), F.make_plan, spec, partitions, *map(T.ref, info))
+        windows = [self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), i) for i, s in enumerate(sort)]
+        self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), *map(T.ref, windows))
         self.sorted, self.plan, self.partitions = sort, plan, partitions
 
     def _add(self, key, func, *args):

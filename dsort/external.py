@@ -292,12 +292,12 @@ def frame_cuts(job: FrameJob, *made):
     p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions))
     if len(runs) > 1 and len(p.targets):
         samples = [widen(job.spec, r.sample, w, p.widths) for r, w in made]
-        lo, hi = FC.bounds(p, *samples)
-        found = F.read_windows(R.store(job.store), None, runs, lo, hi)  # [t][q], each run's keys at its own widths
+        p = replace(p, windows=FC.bounds(p, *samples))
+        found = F.read_windows(R.store(job.store), None, runs, *p.windows)  # [t][q], each run's keys at its own widths
         windows = [[widen(job.spec, found[t][q], have[q], p.widths) for t in range(len(p.targets))] for q in range(len(runs))]
-        cut = FC.cuts(p, (lo, hi), *windows)
+        cut = FC.cuts(p, *windows)
     else:
-        cut = FC.cuts(p, None)
+        cut = FC.cuts(p)
     return cut, [replace(r, sample=None) for r in runs], have, p.widths
 
 

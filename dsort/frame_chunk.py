@@ -13,7 +13,7 @@ of every part and merges them by their keys: stable, ties in input order.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import pandas as pd
@@ -44,12 +44,14 @@ class Sorted:
 @dataclass(frozen=True)
 class Plan:
     """What the cuts and merges need, once the parts are sorted: their sizes, the common string
-    widths, the sample spacing and the output partitions' sizes (balanced to within one row)."""
+    widths, the sample spacing, the output partitions' sizes (balanced to within one row) and the
+    windows ``(lo, hi)`` of every part around every cut (:func:`dsort.plan.windows`), from the samples."""
 
     sizes: tuple
     widths: tuple
     spacing: int
     out_sizes: tuple
+    windows: tuple | None = field(default=None, compare=False)
 
     @property
     def targets(self):
@@ -72,19 +74,98 @@ def sort_part(part: pd.DataFrame, spec: KeySpec, widths=None, device=None, words
     else:
         keys, widths = spec.encode(part, widths)
     order = _argsort(keys, device)
-    return Sorted(part.iloc[order], engines.take_rows(keys, order), widths)
+    return Sorted(gather(part, order), engines.take_rows(keys, order), widths)
 
 
-def info(part: Sorted) -> tuple:
-    """``(rows, string widths)``: what the plan needs of a part."""
-    return len(part.keys), part.widths
+def gather(frame: pd.DataFrame, order) -> pd.DataFrame:
+    """``frame.iloc[order]``, with its Arrow string (and binary) columns whose values all have one
+    byte length, none missing, gathered as fixed-width rows by NumPy rather than by Arrow's take,
+    which copies value by value (500,000 8-byte strings: 1.5 ms against 36 ms). Other columns, and
+    the index, go through ``iloc``."""
+    fixed = {}
+    for j in range(frame.shape[1]):
+        rows = _fixed_width(frame.iloc[:, j])
+        if rows is not None:
+            fixed[j] = rows
+    if not fixed:
+        return frame.iloc[order]
+    out = frame.iloc[order, [j for j in range(frame.shape[1]) if j not in fixed]]
+    for j, rows in fixed.items():  # in column order: each goes back to its own position
+        column = frame.iloc[:, j]
+        values = _from_rows(rows[order], column.array.__arrow_array__().type, column.dtype)
+        out.insert(j, frame.columns[j], values if values.dtype == column.dtype else column.array.take(order), allow_duplicates=True)
+    return out
 
 
-def make_plan(partitions: int, *infos) -> Plan:
-    sizes = tuple(int(n) for n, _ in infos)
-    out_sizes = plan.balanced(sum(sizes), partitions)
-    widths = common_widths([w for _, w in infos])
-    return Plan(sizes, widths, plan.sample_spacing(sizes, max(len(out_sizes) - 1, 1)), out_sizes)
+def _arrow_strings(dtype) -> bool:
+    """Whether a column of ``dtype`` holds Arrow strings or binary (pandas' string dtype stored in
+    Arrow, or ``pd.ArrowDtype``)."""
+    import pyarrow as pa
+
+    if isinstance(dtype, pd.StringDtype):
+        return dtype.storage != "python"
+    t = dtype.pyarrow_dtype if isinstance(dtype, pd.ArrowDtype) else None
+    return t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+
+
+def _fixed_width(column: pd.Series):
+    """An Arrow string or binary column's values as one NumPy array of ``V<width>`` rows (no
+    copy for a column of one chunk), where all have one non-zero byte length and none is missing;
+    else None."""
+    if not _arrow_strings(column.dtype):
+        return None
+    import pyarrow as pa
+
+    chunked = column.array.__arrow_array__()
+    if chunked.null_count or not len(chunked):
+        return None
+    large = pa.types.is_large_string(chunked.type) or pa.types.is_large_binary(chunked.type)
+    rows, width = [], None
+    for c in chunked.chunks:
+        if not len(c):
+            continue
+        _, offsets, data = c.buffers()
+        offsets = np.frombuffer(offsets, np.int64 if large else np.int32)[c.offset : c.offset + len(c) + 1]
+        size = int(offsets[-1]) - int(offsets[0])
+        width = size // len(c) if width is None else width
+        if not width or size != width * len(c) or not (np.diff(offsets) == width).all():
+            return None
+        rows.append(np.frombuffer(data, np.uint8)[int(offsets[0]) : int(offsets[-1])].view(f"V{width}"))
+    if not large and len(chunked) * width > np.iinfo(np.int32).max:  # more than its offsets can count
+        return None
+    return rows[0] if len(rows) == 1 else np.concatenate(rows)
+
+
+def _from_rows(rows: np.ndarray, arrow_type, dtype):
+    """Fixed-width rows (:func:`_fixed_width`) back as a pandas array of ``dtype``, through an
+    Arrow array of ``arrow_type`` built on their bytes."""
+    import pyarrow as pa
+
+    n, width = len(rows), rows.dtype.itemsize
+    large = pa.types.is_large_string(arrow_type) or pa.types.is_large_binary(arrow_type)
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64 if large else np.int32)
+    arr = pa.Array.from_buffers(arrow_type, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(rows))])
+    return pd.array(pa.chunked_array([arr], type=arrow_type), dtype=dtype)
+
+
+def info(part: Sorted, outputs: int) -> tuple:
+    """``(rows, string widths, spacing, sample)``: what the plan needs of a part. The sample is its
+    keys at rows 0, s, 2s, ... (at its own widths), s its own spacing for ``outputs`` outputs
+    (:func:`dsort.plan.part_spacing`): the plan takes the windows from the samples at once."""
+    n = len(part.keys)
+    s = plan.part_spacing(n, max(outputs - 1, 1))
+    return n, part.widths, s, np.ascontiguousarray(part.keys[::s])
+
+
+def make_plan(spec: KeySpec, partitions: int, *infos) -> Plan:
+    """The plan of ``partitions`` outputs from the parts' :func:`info`: the common spacing is the
+    largest of theirs (a multiple of each), and every sample is cut to it and brought to the
+    common widths before the windows are found."""
+    sizes = tuple(int(n) for n, *_ in infos)
+    widths = common_widths([w for _, w, *_ in infos])
+    spacing = max((s for n, _, s, _ in infos if n), default=1)
+    p = Plan(sizes, widths, spacing, plan.balanced(sum(sizes), partitions))
+    return replace(p, windows=bounds(p, *[widen(spec, x[:: spacing // s], w, widths) for _, w, s, x in infos]))
 
 
 def part_keys(spec, part: Sorted, p: Plan, lo=0, hi=None, step=1):
@@ -104,29 +185,24 @@ def from_key_bytes(blobs, like) -> np.ndarray:
     return np.frombuffer(joined, np.uint8).reshape(len(blobs), like.shape[1])
 
 
-def sample(spec: KeySpec, part: Sorted, p: Plan):
-    """The part's regular sample (keys at positions 0, s, 2s, ...) at the common widths."""
-    return part_keys(spec, part, p, step=p.spacing)
-
-
 def bounds(p: Plan, *samples):
     """Windows ``(lo, hi)`` of every part around every cut (:func:`dsort.plan.windows`)."""
     return plan.windows(list(samples), p.sizes, p.spacing, p.targets)
 
 
-def window(spec: KeySpec, part: Sorted, p: Plan, windows, q: int) -> list:
+def window(spec: KeySpec, part: Sorted, p: Plan, q: int) -> list:
     """Part ``q``'s keys inside its window around every cut."""
-    lo, hi = windows
+    lo, hi = p.windows
     return [part_keys(spec, part, p, a, b) for a, b in zip(lo[:, q], hi[:, q])]
 
 
-def cuts(p: Plan, windows, *window_keys):
+def cuts(p: Plan, *window_keys):
     """The exact cut rows ``(outputs + 1, parts)``: output ``t`` takes rows ``[b[t, q], b[t + 1, q])``
     of part ``q``."""
     if len(p.sizes) < 2 or not len(p.targets):  # one part: its cuts are the targets themselves
         exact = np.asarray(p.targets, np.int64).reshape(-1, len(p.sizes))
     else:
-        exact = plan.exact_cuts([[w[t] for w in window_keys] for t in range(len(p.targets))], windows[0], p.targets)
+        exact = plan.exact_cuts([[w[t] for w in window_keys] for t in range(len(p.targets))], p.windows[0], p.targets)
     return plan.boundaries(p.sizes, exact)
 
 
@@ -161,7 +237,7 @@ def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) 
             order = dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
         else:  # one stable sort of the sorted slices: NumPy's timsort merges the runs it finds
             order = engines.get(keys[0]).argsort(np.concatenate(keys))
-        out = pd.concat([f for f, _ in pieces]).iloc[order]
+        out = gather(pd.concat([f for f, _ in pieces]), order)
     if ignore_index:
         start = int(cut[t].sum())
         out = out.set_axis(pd.RangeIndex(start, start + len(out)))

@@ -52,6 +52,15 @@ def sample_spacing(run_sizes, n_targets: int) -> int:
     return max(1, math.isqrt(n // max(1, 2 * p * max(1, n_targets))))
 
 
+def part_spacing(rows: int, n_targets: int) -> int:
+    """A run's own sample spacing, chosen before the other runs' sizes are known: the power of
+    two at most :func:`sample_spacing` of runs all of its size. The common spacing of runs that
+    each took theirs is the largest of them, a multiple of every one, so each run's own sample
+    holds its sample at the common spacing (every ``common // own``-th key)."""
+    s = sample_spacing([rows], n_targets)
+    return 1 << (s.bit_length() - 1)
+
+
 def sample_positions(offset: int, spacing: int) -> tuple[int, int]:
     """``(start, step)``: a chunk at ``offset`` of its run holds the run's sample positions
     ``offset + start``, ``offset + start + step``, ... (up to its end)."""

@@ -14,10 +14,9 @@ def test_frame_chunk_functions_without_dask(rng):
     parts = [df.iloc[:0], df.iloc[:100].assign(s="x"), df.iloc[100:300]]
     spec = KeySpec.of(df, ["s", "k"], [False, True])
     done = [FC.sort_part(p, spec) for p in parts]
-    plan = FC.make_plan(4, *map(FC.info, done))
+    plan = FC.make_plan(spec, 4, *[FC.info(d, 4) for d in done])
     assert plan.out_sizes == (75, 75, 75, 75) and plan.widths == (4, 0)
-    wins = FC.bounds(plan, *[FC.sample(spec, d, plan) for d in done])
-    cut = FC.cuts(plan, wins, *[FC.window(spec, d, plan, wins, q) for q, d in enumerate(done)])
+    cut = FC.cuts(plan, *[FC.window(spec, d, plan, q) for q, d in enumerate(done)])
     out = [FC.merge(df.iloc[:0], cut, t, False, None, *[FC.take(spec, d, plan, cut, t, q) for q, d in enumerate(done)]) for t in range(4)]
     pd.testing.assert_frame_equal(pd.concat(out), reference(pd.concat(parts), ["s", "k"], [False, True]))
 
@@ -27,8 +26,8 @@ def test_merge_of_nothing_keeps_the_datas_dtypes():
     meta = pd.DataFrame({"s": pd.Series([], dtype="string")})
     spec = KeySpec.of(part, "s")
     done = FC.sort_part(part, spec)
-    plan = FC.make_plan(2, FC.info(done))
-    cut = FC.cuts(plan, None)
+    plan = FC.make_plan(spec, 2, FC.info(done, 2))
+    cut = FC.cuts(plan)
     assert plan.out_sizes == (1, 0)
     empty = FC.merge(meta, cut, 1, False, None, FC.take(spec, done, plan, cut, 1, 0))
     assert len(empty) == 0 and empty["s"].dtype == object
@@ -45,3 +44,114 @@ def test_a_sorted_part_tells_dask_its_bytes(rng):
     df = pd.DataFrame({"k": rng.integers(0, 9, n), "s": rng.choice(["a", "bb", "ccc"], n)})
     done = FC.sort_part(df, KeySpec.of(df, ["k", "s"]))
     assert sizeof(done) >= sizeof(done.frame) + done.keys.nbytes >= n * 9
+
+
+def _strings(rng, n, width):
+    return rng.integers(97, 123, (n, width), dtype="uint8").view(f"S{width}").reshape(-1).astype(str)
+
+
+def _missing_of_width(values, width):
+    """An Arrow large_string array of ``values`` (all ``width`` bytes) with every third missing,
+    its missing values' bytes left in place (Arrow allows it)."""
+    import numpy as np
+    import pyarrow as pa
+
+    n = len(values)
+    valid = pa.array(np.arange(n) % 3 > 0).buffers()[1]
+    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64)
+    data = "".join(values).encode()
+    return pa.Array.from_buffers(pa.large_string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)])
+
+
+def _gather_cases(rng, n):
+    """Columns gather takes as fixed-width rows, and ones it must not (lengths differ, missing
+    values, Python strings), in every Arrow string and binary dtype pandas holds."""
+    import numpy as np
+    import pyarrow as pa
+
+    same = _strings(rng, n, 3)
+    return {
+        "string[pyarrow]": pd.Series(same, dtype="string[pyarrow]"),
+        "str": pd.Series(same, dtype="str"),
+        "arrow string": pd.Series(same, dtype=pd.ArrowDtype(pa.string())),
+        "arrow large_string": pd.Series(same, dtype=pd.ArrowDtype(pa.large_string())),
+        "arrow binary": pd.Series([s.encode() for s in same], dtype=pd.ArrowDtype(pa.binary())),
+        "arrow large_binary": pd.Series([s.encode() for s in same], dtype=pd.ArrowDtype(pa.large_binary())),
+        "two bytes, some one character": pd.Series(rng.choice(["é", "ab"], n), dtype="string[pyarrow]"),
+        "lengths differ": pd.Series(rng.choice(["abc", "ab", ""], n), dtype="string[pyarrow]"),
+        "one value shorter": pd.Series(np.where(np.arange(n) == n // 2, "ab", "abc"), dtype="string[pyarrow]"),
+        "lengths average to one": pd.Series(np.where(np.arange(n) % 2, "ab", "abcd"), dtype="string[pyarrow]"),
+        "missing values": pd.Series(same, dtype="string[pyarrow]").where(rng.random(n) < 0.9),
+        "missing values that hold bytes": pd.Series(pd.arrays.ArrowStringArray(pa.chunked_array([_missing_of_width(same, 3)]))),
+        "all empty": pd.Series([""] * n, dtype="string[pyarrow]"),
+        "python strings": pd.Series(same, dtype="string[python]"),
+    }
+
+
+def test_gather_is_ilocs_take(rng):
+    """gather(frame, order) == frame.iloc[order] for every column kind, on whole frames, slices
+    (Arrow arrays with an offset), frames of several chunks (concatenated), orders with repeats
+    and empty orders; other columns and the index around the strings keep their places."""
+    import numpy as np
+
+    n = int(rng.integers(200, 400))
+    for name, column in _gather_cases(rng, n).items():
+        df = pd.DataFrame({"a": np.arange(n), "x": column, "b": rng.random(n)}, index=pd.Index(rng.integers(0, 9, n), name="i"))
+        for d in (df, df.iloc[37 : n - 50], pd.concat([df.iloc[:100], df.iloc[100:], df.iloc[:0]]), df[["x"]]):
+            for order in (rng.permutation(len(d)), rng.integers(0, len(d), 3 * len(d)), np.arange(0)):
+                got = FC.gather(d, order)
+                pd.testing.assert_frame_equal(got, d.iloc[order], obj=name)
+
+
+def test_gather_takes_fixed_width_strings_as_rows(rng):
+    """The fast path is taken where it may be (one byte length, nothing missing) and only there:
+    a column it takes is not read by Arrow's take, one it must not take is."""
+    import numpy as np
+
+    n = 300
+    cases = _gather_cases(rng, n)
+    fixed = {k for k in cases if FC._fixed_width(cases[k]) is not None}
+    assert fixed == {
+        "string[pyarrow]",
+        "str",
+        "arrow string",
+        "arrow large_string",
+        "arrow binary",
+        "arrow large_binary",
+        "two bytes, some one character",
+    }
+    rows = FC._fixed_width(cases["str"])
+    assert rows.dtype.itemsize == 3 and len(rows) == n
+    df = pd.DataFrame({"x": cases["str"], "y": cases["lengths differ"], "z": cases["str"]}, columns=["x", "y", "z"])
+    df.columns = ["x", "y", "x"]  # the same name twice: each goes back to its own place
+    order = rng.permutation(n)
+    pd.testing.assert_frame_equal(FC.gather(df, order), df.iloc[order])
+    assert FC.gather(df, np.arange(0)).shape == (0, 3)
+
+
+def test_the_plan_takes_each_parts_sample_at_the_common_spacing(rng):
+    """Parts of very different sizes each sample at their own power-of-two spacing; the plan's
+    windows (from every sample cut to the largest spacing) are those of the samples taken at that
+    spacing directly, and they enclose the exact cuts."""
+    import numpy as np
+
+    from dsort import plan as P
+
+    sizes = [0, 1, 7, 300, 5000, int(rng.integers(20000, 40000))]
+    parts = [pd.DataFrame({"k": rng.integers(0, 50, n)}) for n in sizes]
+    spec = KeySpec.of(parts[0], "k")
+    done = [FC.sort_part(p, spec) for p in parts]
+    infos = [FC.info(d, 6) for d in done]
+    own = [s for _, _, s, _ in infos]
+    assert all(s & (s - 1) == 0 for s in own) and own[-1] == max(own) > own[3] >= 1
+    plan = FC.make_plan(spec, 6, *infos)
+    assert plan.spacing == max(own) and plan.sizes == tuple(sizes)
+    direct = P.windows([FC.part_keys(spec, d, plan, step=plan.spacing) for d in done], plan.sizes, plan.spacing, plan.targets)
+    assert all(np.array_equal(a, b) for a, b in zip(plan.windows, direct))
+    cut = FC.cuts(plan, *[FC.window(spec, d, plan, q) for q, d in enumerate(done)])
+    lo, hi = plan.windows
+    assert ((lo <= cut[1:-1]) & (cut[1:-1] <= hi)).all()
+    slices = [[FC.take(spec, d, plan, cut, t, q) for q, d in enumerate(done)] for t in range(6)]
+    out = [FC.merge(parts[0].iloc[:0], cut, t, False, None, *slices[t]) for t in range(6)]
+    assert [len(o) for o in out] == list(plan.out_sizes)
+    pd.testing.assert_frame_equal(pd.concat(out), reference(pd.concat(parts), ["k"], True))
