@@ -306,8 +306,10 @@ class KeySpec:
         :meth:`encode`'s byte rows, as one word: no flag byte, sorted as numbers."""
         if not self.word:
             raise ValueError(f"keys by {list(self.by)} do not fit one word: use encode")
-        v, na = number_word(column(df, self.by[0]).to_numpy(dtype=np.dtype(self.word)))
-        v = v.astype(np.uint64)
+        x = column(df, self.by[0]).to_numpy(dtype=np.dtype(self.word))
+        v, na = number_word(x)
+        if v.dtype != np.uint64 or np.may_share_memory(v, x):  # a copy, once: the partition's own data is never written
+            v = v.astype(np.uint64)
         if not self.ascending[0]:
             np.invert(v, out=v)
         if na.any():

@@ -45,7 +45,8 @@ def _edge_values(rng, dtype, n):
     else:
         info = np.iinfo(dt)
         edge = np.array([info.min, info.max, info.min + 1, info.max - 1, 0], dt)
-        x = rng.integers(info.min, info.max, n, dtype=dt, endpoint=True) // (1 + rng.integers(0, 2) * 10**6)
+        divisor = np.array(1 + rng.integers(0, 2) * 10**6, np.uint64 if dt.kind == "u" else np.int64)  # not a float64 division
+        x = (rng.integers(info.min, info.max, n, dtype=dt, endpoint=True) // divisor).astype(dt)
     pick = rng.random(n) < 0.2
     x[pick] = rng.choice(edge, int(pick.sum()))
     return x
@@ -59,9 +60,13 @@ def test_words_of_one_number_column_order_like_pandas_and_like_the_byte_keys(rng
     order is pandas' and that of the same column's byte keys, edge values included."""
     n = int(rng.integers(1, 3000))
     df = pd.DataFrame({"x": _edge_values(rng, dtype, n)})
+    assert df["x"].dtype == dtype
+    before = df.copy()
     spec = KeySpec.of(df.iloc[:0], ["x"], ascending, na_position)
     assert spec.word
     words = spec.words(df)
+    pd.testing.assert_frame_equal(df, before)  # the words are their own array: the data is never written
+    assert not np.may_share_memory(words, df["x"].to_numpy())
     assert words.dtype == np.uint64 and words.shape == (n,)
     order = np.argsort(words, kind="stable")
     expected = df.sort_values("x", ascending=ascending, na_position=na_position, kind="stable").index.to_numpy()
