@@ -21,6 +21,7 @@ import pandas as pd
 from . import chunk, plan
 from . import engine as engines
 from .engine import device as dev
+from .engine import host
 from .frame_keys import KeySpec, common_widths, widen
 
 
@@ -77,24 +78,78 @@ def sort_part(part: pd.DataFrame, spec: KeySpec, widths=None, device=None, words
     return Sorted(gather(part, order), engines.take_rows(keys, order), widths)
 
 
-def gather(frame: pd.DataFrame, order) -> pd.DataFrame:
-    """``frame.iloc[order]``, with its Arrow string (and binary) columns whose values all have one
-    byte length, none missing, gathered as fixed-width rows by NumPy rather than by Arrow's take,
-    which copies value by value (500,000 8-byte strings: 1.5 ms against 36 ms). Other columns, and
-    the index, go through ``iloc``."""
-    fixed = {}
-    for j in range(frame.shape[1]):
-        rows = _fixed_width(frame.iloc[:, j])
-        if rows is not None:
-            fixed[j] = rows
-    if not fixed:
-        return frame.iloc[order]
-    out = frame.iloc[order, [j for j in range(frame.shape[1]) if j not in fixed]]
-    for j, rows in fixed.items():  # in column order: each goes back to its own position
-        column = frame.iloc[:, j]
-        values = _from_rows(rows[order], column.array.__arrow_array__().type, column.dtype)
-        out.insert(j, frame.columns[j], values if values.dtype == column.dtype else column.array.take(order), allow_duplicates=True)
+def gather(frames, order, index=True) -> pd.DataFrame:
+    """``pd.concat(frames).iloc[order]`` (of one frame: ``frame.iloc[order]``), the big arrays in
+    :mod:`~dsort.engine.host` memory: columns and an index of NumPy dtypes taken as arrays; Arrow
+    string and binary columns whose values all have one byte length, none missing, as fixed-width
+    rows (Arrow's take copies value by value: 500,000 8-byte strings 1.5 ms against 36 ms); other
+    columns and indexes, and columns whose dtype differs between the frames, through pandas.
+    ``index=False``: the result's index is a plain range (the caller sets its own)."""
+    frames = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
+    first = frames[0]
+    columns, slow = {}, []
+    for j in range(first.shape[1]):
+        got = _take_column([f.iloc[:, j] for f in frames], order)
+        if got is None:
+            slow.append(j)
+        else:
+            columns[j] = got
+    if slow:
+        rest = first.iloc[order, slow] if len(frames) == 1 else pd.concat([f.iloc[:, slow] for f in frames]).iloc[order]
+    if not index:
+        labels = pd.RangeIndex(len(order))
+    elif (labels := _take_index([f.index for f in frames], order)) is None:
+        labels = rest.index if slow else first.index.append([f.index for f in frames[1:]]).take(order)
+    # the arrays as they are (NumPy's, Arrow's), under names of their own until the frame's are set
+    out = pd.DataFrame({f"c{j}": a for j, a in columns.items()}, index=labels, copy=False)
+    if slow:  # as Series: an object column stays one (as an array, pandas would infer strings)
+        rest = rest.set_axis(labels)
+        for i, j in enumerate(slow):  # in column order, each to its own place
+            out.insert(j, f"c{j}", rest.iloc[:, i])
+    out.columns = first.columns
+    out.attrs = dict(first.attrs)
     return out
+
+
+def _take_column(pieces, order):
+    """One column of the frames (its pieces) at rows ``order`` of their concatenation, as an array
+    in host memory; None where pandas must take it."""
+    dtype = pieces[0].dtype
+    if any(c.dtype != dtype for c in pieces[1:]):
+        return None
+    if isinstance(dtype, np.dtype) and dtype.kind in "biufcmM":
+        arrays = [c.to_numpy() for c in pieces]
+        return host.take(arrays[0] if len(arrays) == 1 else host.concatenate(arrays), order)
+    rows = _fixed_width(pieces)
+    if rows is None:
+        return None
+    values = _from_rows(host.take(rows, order), pieces[0].array.__arrow_array__().type, dtype)
+    return values if values.dtype == dtype else None
+
+
+def _take_index(indexes, order):
+    """The indexes end to end at ``order``, where each is a range or a plain index of NumPy
+    integers, floats or booleans, all of one dtype and name; else None (pandas takes it)."""
+    first = indexes[0]
+    plain = all(type(ix) is pd.RangeIndex or (type(ix) is pd.Index and ix.dtype.kind in "biuf") for ix in indexes)
+    if not plain or any(ix.name != first.name or ix.dtype != first.dtype for ix in indexes):
+        return None
+    if len(indexes) == 1 and isinstance(first, pd.RangeIndex):  # start + step * position: no values made
+        values = np.multiply(order, first.step, out=host.empty(len(order), np.int64))
+        values += first.start
+        return pd.Index(values, name=first.name, copy=False)
+    whole = host.empty(sum(len(ix) for ix in indexes), first.dtype)
+    at = 0
+    for ix in indexes:
+        part = whole[at : at + len(ix)]
+        if isinstance(ix, pd.RangeIndex) and len(ix):  # a running sum of the step from the start
+            part.fill(ix.step)
+            part[0] = ix.start
+            np.cumsum(part, out=part)
+        else:
+            part[...] = ix.to_numpy()
+        at += len(ix)
+    return pd.Index(host.take(whole, order), name=first.name, copy=False)
 
 
 def _arrow_strings(dtype) -> bool:
@@ -108,32 +163,36 @@ def _arrow_strings(dtype) -> bool:
     return t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t))
 
 
-def _fixed_width(column: pd.Series):
-    """An Arrow string or binary column's values as one NumPy array of ``V<width>`` rows (no
-    copy for a column of one chunk), where all have one non-zero byte length and none is missing;
-    else None."""
-    if not _arrow_strings(column.dtype):
+def _fixed_width(pieces):
+    """An Arrow string or binary column's values (the ``pieces`` of it, end to end) as one NumPy
+    array of ``V<width>`` rows (no copy for a column of one chunk), where all have one non-zero
+    byte length and none is missing; else None."""
+    if not _arrow_strings(pieces[0].dtype):
         return None
     import pyarrow as pa
 
-    chunked = column.array.__arrow_array__()
-    if chunked.null_count or not len(chunked):
+    arrays = [c.array.__arrow_array__() for c in pieces]
+    kind = arrays[0].type
+    if any(a.type != kind or a.null_count for a in arrays) or not sum(len(a) for a in arrays):
         return None
-    large = pa.types.is_large_string(chunked.type) or pa.types.is_large_binary(chunked.type)
+    large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
     rows, width = [], None
-    for c in chunked.chunks:
+    for c in (c for a in arrays for c in a.chunks):
         if not len(c):
             continue
         _, offsets, data = c.buffers()
         offsets = np.frombuffer(offsets, np.int64 if large else np.int32)[c.offset : c.offset + len(c) + 1]
         size = int(offsets[-1]) - int(offsets[0])
         width = size // len(c) if width is None else width
-        if not width or size != width * len(c) or not (np.diff(offsets) == width).all():
+        if not width or size != width * len(c):
+            return None
+        lengths = np.subtract(offsets[1:], offsets[:-1], out=host.empty(len(c), offsets.dtype))
+        if not np.equal(lengths, width, out=host.empty(len(c), bool)).all():
             return None
         rows.append(np.frombuffer(data, np.uint8)[int(offsets[0]) : int(offsets[-1])].view(f"V{width}"))
-    if not large and len(chunked) * width > np.iinfo(np.int32).max:  # more than its offsets can count
+    if not large and sum(len(r) for r in rows) * width > np.iinfo(np.int32).max:  # more than its offsets can count
         return None
-    return rows[0] if len(rows) == 1 else np.concatenate(rows)
+    return rows[0] if len(rows) == 1 else host.concatenate(rows)
 
 
 def _from_rows(rows: np.ndarray, arrow_type, dtype):
@@ -143,7 +202,8 @@ def _from_rows(rows: np.ndarray, arrow_type, dtype):
 
     n, width = len(rows), rows.dtype.itemsize
     large = pa.types.is_large_string(arrow_type) or pa.types.is_large_binary(arrow_type)
-    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64 if large else np.int32)
+    offsets = host.arange(n + 1, np.int64 if large else np.int32)
+    offsets *= width
     arr = pa.Array.from_buffers(arrow_type, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(rows))])
     return pd.array(pa.chunked_array([arr], type=arrow_type), dtype=dtype)
 
@@ -236,8 +296,8 @@ def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) 
         if device == "gpu":  # merge-path merges of the keys, their positions carried
             order = dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
         else:  # one stable sort of the sorted slices: NumPy's timsort merges the runs it finds
-            order = engines.get(keys[0]).argsort(np.concatenate(keys))
-        out = gather(pd.concat([f for f, _ in pieces]), order)
+            order = engines.get(keys[0]).argsort(host.concatenate(keys))
+        out = gather([f for f, _ in pieces], order, index=not ignore_index)
     if ignore_index:
         start = int(cut[t].sum())
         out = out.set_axis(pd.RangeIndex(start, start + len(out)))

@@ -20,6 +20,8 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as pdt
 
+from .engine import host
+
 __all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "string_columns", "string_widths", "unordered", "widen"]
 
 NA_POSITIONS = ("last", "first")
@@ -92,14 +94,15 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     return out
 
 
-def number_word(x, xp=np, kind=None) -> tuple:
+def number_word(x, xp=np, kind=None, out=None) -> tuple:
     """``(words, missing)`` of an array (NumPy, or CuPy with ``xp=cupy``) of numbers, booleans,
     datetimes or durations of a NumPy dtype: unsigned words whose order is the values' order
     (sign bit flipped; all bits flipped for negative floats; -0.0 as +0.0; float16 as float64),
     and where the values are missing (NaN, NaT), whose words are 0. The one home of the order of
     numbers: the keys made on the host (:func:`_column_key`) and on a GPU (:func:`write_number_keys`).
     ``kind``: the values' NumPy kind where ``x`` holds them as other words (``"M"``/``"m"`` for
-    datetimes or durations given as int64, which CuPy holds)."""
+    datetimes or durations given as int64, which CuPy holds). ``out``: where integers' words are
+    written (unsigned, at least as wide), so they are made once, in memory the caller chose."""
     kind, size = kind or x.dtype.kind, x.dtype.itemsize
     if kind == "b":
         return x.astype(xp.uint8), xp.zeros(len(x), dtype=bool)
@@ -110,7 +113,10 @@ def number_word(x, xp=np, kind=None) -> tuple:
     if kind in "iu":
         u = x.view(f"u{size}")
         if kind == "i":
-            u = u ^ xp.array(1 << (8 * size - 1), dtype=u.dtype)
+            u = xp.bitwise_xor(u, xp.array(1 << (8 * size - 1), dtype=u.dtype), out=out)
+        elif out is not None:
+            out[...] = u
+            u = out
         return u, xp.zeros(len(x), dtype=bool)
     if kind != "f":
         raise TypeError(f"not a number: {x.dtype}")
@@ -307,9 +313,9 @@ class KeySpec:
         if not self.word:
             raise ValueError(f"keys by {list(self.by)} do not fit one word: use encode")
         x = column(df, self.by[0]).to_numpy(dtype=np.dtype(self.word))
-        v, na = number_word(x)
+        v, na = number_word(x, out=host.empty(len(x), np.uint64) if x.dtype.kind in "iu" else None)
         if v.dtype != np.uint64 or np.may_share_memory(v, x):  # a copy, once: the partition's own data is never written
-            v = v.astype(np.uint64)
+            v = host.copy(v, np.uint64)
         if not self.ascending[0]:
             np.invert(v, out=v)
         if na.any():

@@ -110,7 +110,7 @@ def test_gather_takes_fixed_width_strings_as_rows(rng):
 
     n = 300
     cases = _gather_cases(rng, n)
-    fixed = {k for k in cases if FC._fixed_width(cases[k]) is not None}
+    fixed = {k for k in cases if FC._fixed_width([cases[k]]) is not None}
     assert fixed == {
         "string[pyarrow]",
         "str",
@@ -120,7 +120,7 @@ def test_gather_takes_fixed_width_strings_as_rows(rng):
         "arrow large_binary",
         "two bytes, some one character",
     }
-    rows = FC._fixed_width(cases["str"])
+    rows = FC._fixed_width([cases["str"]])
     assert rows.dtype.itemsize == 3 and len(rows) == n
     df = pd.DataFrame({"x": cases["str"], "y": cases["lengths differ"], "z": cases["str"]}, columns=["x", "y", "z"])
     df.columns = ["x", "y", "x"]  # the same name twice: each goes back to its own place
@@ -155,3 +155,74 @@ def test_the_plan_takes_each_parts_sample_at_the_common_spacing(rng):
     out = [FC.merge(parts[0].iloc[:0], cut, t, False, None, *slices[t]) for t in range(6)]
     assert [len(o) for o in out] == list(plan.out_sizes)
     pd.testing.assert_frame_equal(pd.concat(out), reference(pd.concat(parts), ["k"], True))
+
+
+def _mixed(rng, n, start):
+    """A frame of every kind of column gather takes itself or leaves to pandas."""
+    import numpy as np
+
+    return pd.DataFrame(
+        {
+            "i": rng.integers(-5, 5, n),
+            "u8": rng.integers(0, 9, n).astype("uint8"),
+            "f": rng.choice([np.nan, -0.0, 1.5, np.inf], n),
+            "b": rng.random(n) < 0.5,
+            "t": pd.to_datetime(rng.integers(0, 10**6, n), unit="s"),
+            "td": pd.to_timedelta(rng.integers(0, 99, n), unit="s"),
+            "s": pd.Series(_strings(rng, n, 4), dtype="str"),
+            "o": pd.Series(rng.choice(["a", "bb"], n), dtype=object),
+            "c": pd.Categorical(rng.choice(["x", "y"], n)),
+            "n": pd.array(rng.integers(0, 3, n), dtype="Int64"),
+            "tz": pd.to_datetime(rng.integers(0, 10**6, n), unit="s").tz_localize("UTC"),
+        },
+        index=pd.RangeIndex(start, start + 3 * n, 3, name="r"),
+    )
+
+
+def test_gather_of_several_frames_is_concats_take(rng):
+    """gather(frames, order) == pd.concat(frames).iloc[order]: every column kind, the index a range,
+    integers, strings, datetimes, a MultiIndex, indexes whose names or dtypes differ, a column
+    whose dtype differs between the frames, empty frames among them; index=False gives a range."""
+    import numpy as np
+
+    sizes = [int(rng.integers(0, 60)) for _ in range(4)] + [1]
+    frames = [_mixed(rng, n, 1000 * q) for q, n in enumerate(sizes)]
+    total = sum(sizes)
+    kinds = {
+        "ranges": lambda f, q: f,
+        "integers": lambda f, q: f.set_axis(pd.Index(rng.integers(0, 9, len(f)), name="r")),
+        "names differ": lambda f, q: f.rename_axis(f"r{q % 2}"),
+        "dtypes differ": lambda f, q: f.set_axis(pd.Index(rng.random(len(f)) if q % 2 else rng.integers(0, 9, len(f)), name="r")),
+        "strings": lambda f, q: f.set_axis(pd.Index(_strings(rng, len(f), 2), name="r")),
+        "datetimes": lambda f, q: f.set_axis(pd.DatetimeIndex(f["t"], name="r")),
+        "multi": lambda f, q: f.set_index(["i", "b"]),
+        "a column's dtype differs": lambda f, q: f.astype({"i": "int32" if q % 2 else "int64"}),
+    }
+    for name, make in kinds.items():
+        parts = [make(f, q) for q, f in enumerate(frames)]
+        whole = pd.concat(parts)
+        for order in (rng.permutation(total), rng.integers(0, total, 2 * total), np.arange(0)):
+            pd.testing.assert_frame_equal(FC.gather(parts, order), whole.iloc[order], obj=name)
+            got = FC.gather(parts, order, index=False)
+            pd.testing.assert_frame_equal(got, whole.iloc[order].set_axis(pd.RangeIndex(len(order))), obj=name)
+        one = parts[0]
+        order = rng.permutation(len(one))
+        pd.testing.assert_frame_equal(FC.gather(one, order), one.iloc[order], obj=name)
+
+
+def test_gather_leaves_its_input_alone_and_makes_host_arrays(rng):
+    """The result's arrays are its own (the input's data never written, nor shared), and the big
+    ones come from the host's pool (dsort.engine.host)."""
+    import numpy as np
+
+    from dsort.engine import host
+
+    n = 100_000
+    df = _mixed(rng, n, 0)
+    before = df.copy()
+    got = FC.gather([df.iloc[: n // 2], df.iloc[n // 2 :]], rng.permutation(n))
+    pd.testing.assert_frame_equal(df, before)
+    for c in ["i", "f", "t"]:
+        assert not np.shares_memory(got[c].to_numpy(), df[c].to_numpy())
+        assert got[c].to_numpy().base is not None and got[c].to_numpy().nbytes >= host.SMALL
+    assert not np.shares_memory(got.index.to_numpy(), df.index.to_numpy())

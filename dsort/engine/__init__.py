@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import numpy_engine
+from . import host, numpy_engine
 from .device import is_device_array
 
 
@@ -42,13 +42,15 @@ def take_rows(values, positions):
     """``values[positions]`` along axis 0, each row moved as one piece: rows of NumPy arrays as
     single ``V`` items (NumPy's fancy indexing of a 2-D array copies byte by byte, several times
     slower), rows of CuPy arrays as the widest words that divide them."""
+    if isinstance(values, np.ndarray) and values.ndim == 1:
+        return host.take(values, positions)
     if values.ndim == 1 or not len(values):
         return values[positions]
     width = values.dtype.itemsize * int(np.prod(values.shape[1:]))
     flat = values.reshape(len(values), -1)
     if isinstance(values, np.ndarray):
         one = np.ascontiguousarray(flat).view(f"V{width}").reshape(-1)
-        return one[positions].view(values.dtype).reshape((len(positions),) + values.shape[1:])
+        return host.take(one, positions).view(values.dtype).reshape((len(positions),) + values.shape[1:])
     word = next(w for w in (8, 4, 2, 1) if width % w == 0)
     xp = get(values).xp
     wide = xp.ascontiguousarray(flat).view(f"u{word}")

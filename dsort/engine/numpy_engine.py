@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import host
 from . import keys as K
 
 name = "numpy"
@@ -135,15 +136,16 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
     position). Where many would be (a regular probe of the keys shows two cut short alike, or
     many equal keys, whose ties cost a look each and which NumPy's timsort sorts fast, or the
     runs hold more than a sixteenth of the keys, or number more than :data:`MAX_MENDED_RUNS`: a
-    few outliers far from keys close together, say), NumPy's stable sort. Few temporaries: each
-    new array costs its pages again in a dask worker, which hands freed memory back."""
+    few outliers far from keys close together, say), NumPy's stable sort. Few temporaries, in
+    :mod:`host` memory: a dask worker hands NumPy's freed memory back, and each new array costs its pages again."""
     n = len(k)
-    if np.count_nonzero(k[1:] < k[:-1]) < n * RUNS_PER_ELEMENT:
+    if np.count_nonzero(np.less(k[1:], k[:-1], out=host.empty(n - 1, bool))) < n * RUNS_PER_ELEMENT:
         return np.argsort(k, kind="stable")
     if k.dtype.kind == "i":  # signed: sign bit flipped, the same order as unsigned words
-        words = k.astype(np.int64, copy=False).view(np.uint64) ^ np.uint64(1 << 63)
+        words = host.copy(k, np.int64).view(np.uint64)
+        words ^= np.uint64(1 << 63)
     else:
-        words = k.astype(np.uint64)
+        words = host.copy(k, np.uint64)
     low = words.min()
     position_bits = max((n - 1).bit_length(), 1)
     shift = max(int(words.max() - low).bit_length() + position_bits - 64, 0)
@@ -157,12 +159,12 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
     if shift:
         words >>= np.uint64(shift)
     words <<= np.uint64(position_bits)
-    words |= np.arange(n, dtype=np.uint64)
+    words |= host.arange(n, np.uint64)
     words.sort()
     mask = np.uint64((1 << position_bits) - 1)
     runs = []
     if shift:  # neighbours equal but for their positions, whose keys differ: keys cut short
-        apart = words[1:] ^ words[:-1]
+        apart = np.bitwise_xor(words[1:], words[:-1], out=host.empty(n - 1, np.uint64))
         apart >>= np.uint64(position_bits)
         tied = np.flatnonzero(apart == 0)
         tied = tied[k[(words[tied] & mask).astype(np.intp)] != k[(words[tied + 1] & mask).astype(np.intp)]]
