@@ -103,6 +103,14 @@ def _make_and_drop():
     return chosen.backend_name if chosen is not None else None, base, me.memory_info().rss
 
 
+def _kept():
+    """A result of pool arrays, which the worker holds until the client drops it."""
+    arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]
+    for a in arrays:
+        a.fill(1)
+    return arrays
+
+
 def _memory():
     import psutil
 
@@ -111,7 +119,8 @@ def _memory():
 
 def test_a_workers_arrays_come_from_mimalloc_and_go_back_when_idle():
     """In a dask worker (its nanny sets MALLOC_TRIM_THRESHOLD_) the large arrays are on mimalloc's
-    pool, and once no array was made for a while its task threads give the free pages back."""
+    pool, and once the pool's use stays still for a while its task threads give the free pages
+    back: those of arrays a task dropped, and those of a result the client dropped."""
     import time
 
     import pyarrow as pa
@@ -125,5 +134,13 @@ def test_a_workers_arrays_come_from_mimalloc_and_go_back_when_idle():
         name, base, kept = client.submit(_make_and_drop, pure=False).result()
         time.sleep(3 * host.IDLE_S)
         after = client.submit(_memory, pure=False).result()
+        result = client.submit(_kept, pure=False)  # held by the worker, then dropped by the client
+        result.result()
+        time.sleep(3 * host.IDLE_S)
+        held = client.submit(_memory, pure=False).result()
+        del result
+        time.sleep(3 * host.IDLE_S)
+        dropped = client.submit(_memory, pure=False).result()
     assert name == "mimalloc"
     assert kept > base + (96 << 20) and after < base + (32 << 20)
+    assert held > after + (96 << 20) and dropped < after + (32 << 20)

@@ -9,10 +9,11 @@ over it. mimalloc keeps freed pages for the next buffers. Measured with that set
 a merge's gather 28 -> 12 ms; the whole frame sort of issue 11 in one cluster 0.89 -> 0.65 s.
 (Arrow's jemalloc pool hands the pages back at once, whatever its decay: 6,112 faults.)
 
-mimalloc keeps the pages until asked, and a thread can ask only for its own: so once no buffer
-has been made for :data:`IDLE_S` seconds, the worker's event loop has each of its task threads
-give theirs back (``release_unused``), and a worker's memory falls back after a sort as glibc's
-would. Arrays below :data:`SMALL` bytes always come from NumPy (glibc's heap keeps them).
+mimalloc keeps the pages until asked, and a thread can ask only for its own: so once the pool's
+bytes in use have not changed for :data:`IDLE_S` seconds (after arrays were made, or freed: a
+result dropped), the worker's event loop has each of its task threads give theirs back
+(``release_unused``), and a worker's memory falls back as glibc's would. Arrays below
+:data:`SMALL` bytes always come from NumPy (glibc's heap keeps them).
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import numpy as np
 
 SMALL = 1 << 17  # bytes: smaller arrays from np.empty (below glibc's mmap threshold: no faults)
 IDLE_S = 1.0  # seconds without a new buffer after which the pool's free pages go back to the OS
-_STATE = {"pid": None, "pool": None, "made": 0, "given": 0, "seen": 0}
+_STATE = {"pid": None, "pool": None, "given": -1, "seen": -1}
 _LOCK = threading.Lock()
 
 
@@ -33,7 +34,7 @@ def pool():
     if _STATE["pid"] != os.getpid():  # first use in this process (a forked child decides again)
         with _LOCK:
             if _STATE["pid"] != os.getpid():
-                _STATE.update(pool=_worker_pool(), made=0, given=0, seen=0)
+                _STATE.update(pool=_worker_pool(), given=-1, seen=-1)
                 _STATE["pid"] = os.getpid()
     return _STATE["pool"]
 
@@ -42,7 +43,7 @@ def use_pool(arrow_pool) -> None:
     """Make this process's large arrays on ``arrow_pool`` (None: NumPy's), whatever :func:`pool`
     would choose; its free pages are then given back only when asked (:func:`give_back`)."""
     with _LOCK:
-        _STATE.update(pid=os.getpid(), pool=arrow_pool, made=0, given=0, seen=0)
+        _STATE.update(pid=os.getpid(), pool=arrow_pool, given=-1, seen=-1)
 
 
 def _worker_pool():
@@ -63,19 +64,20 @@ def _worker_pool():
 
 
 def _give_back_when_idle(worker, arrow_pool) -> None:
-    """In the worker's event loop: every :data:`IDLE_S` seconds, where buffers were made since the
-    last time but none in the last period, one call per task thread that gives its pages back."""
+    """In the worker's event loop: every :data:`IDLE_S` seconds, where the pool's bytes in use
+    changed since the last time but not in the last period (arrays made, or freed: a result
+    dropped), one call per task thread that gives its pages back."""
     from tornado.ioloop import PeriodicCallback
 
-    def tick():
-        made = _STATE["made"]
-        if made == _STATE["seen"] and made != _STATE["given"]:
-            _STATE["given"] = made
+    def tick():  # the pool's bytes in use tell of arrays made and of arrays freed (a result dropped)
+        held = arrow_pool.bytes_allocated()
+        if held == _STATE["seen"] and held != _STATE["given"]:
+            _STATE["given"] = held
             threads = max(int(worker.state.nthreads), 1)
             meet = threading.Barrier(threads)
             for _ in range(threads):
                 worker.executor.submit(_give_back_in_thread, arrow_pool, meet)
-        _STATE["seen"] = made
+        _STATE["seen"] = held
 
     PeriodicCallback(tick, IDLE_S * 1000).start()
 
@@ -93,7 +95,6 @@ def _give_back_in_thread(arrow_pool, meet) -> None:
 def give_back() -> None:
     """The pool's free pages that this thread freed back to the OS."""
     if _STATE["pool"] is not None:
-        _STATE["given"] = _STATE["made"]
         _STATE["pool"].release_unused()
 
 
@@ -107,9 +108,7 @@ def empty(shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype)
     import pyarrow as pa
 
-    buffer = pa.allocate_buffer(size, memory_pool=arrow_pool)
-    _STATE["made"] += 1
-    return np.frombuffer(buffer, dtype).reshape(shape)
+    return np.frombuffer(pa.allocate_buffer(size, memory_pool=arrow_pool), dtype).reshape(shape)
 
 
 def take(a: np.ndarray, positions) -> np.ndarray:
