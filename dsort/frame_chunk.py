@@ -131,7 +131,8 @@ def _take_index(indexes, order):
     """The indexes end to end at ``order``, where each is a range or a plain index of NumPy
     integers, floats or booleans, all of one dtype and name; else None (pandas takes it)."""
     first = indexes[0]
-    plain = all(type(ix) is pd.RangeIndex or (type(ix) is pd.Index and ix.dtype.kind in "biuf") for ix in indexes)
+    numbers = [type(ix) is pd.Index and isinstance(ix.dtype, np.dtype) and ix.dtype.kind in "biuf" for ix in indexes]
+    plain = all(type(ix) is pd.RangeIndex or number for ix, number in zip(indexes, numbers))
     if not plain or any(ix.name != first.name or ix.dtype != first.dtype for ix in indexes):
         return None
     if len(indexes) == 1 and isinstance(first, pd.RangeIndex):  # start + step * position: no values made
