@@ -86,6 +86,7 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     columns and indexes, and columns whose dtype differs between the frames, through pandas.
     ``index=False``: the result's index is a plain range (the caller sets its own)."""
     frames = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
+    order = np.asarray(order, dtype=np.intp)
     first = frames[0]
     columns, slow = {}, []
     for j in range(first.shape[1]):

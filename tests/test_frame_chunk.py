@@ -211,6 +211,16 @@ def test_gather_of_several_frames_is_concats_take(rng):
         one = parts[0]
         order = rng.permutation(len(one))
         pd.testing.assert_frame_equal(FC.gather(one, order), one.iloc[order], obj=name)
+        for dtype in ("uint32", "int32", "uint64"):  # orders of other integer dtypes, as pandas takes them
+            pd.testing.assert_frame_equal(FC.gather(parts, order.astype(dtype)), whole.iloc[order], obj=f"{name}, {dtype}")
+
+
+def test_gather_of_a_range_index_with_a_large_or_negative_step(rng):
+    for index in (pd.RangeIndex(10, -20, -3), pd.RangeIndex(0, 6 * 10**9, 2 * 10**9), pd.RangeIndex(5, 6)):
+        df = pd.DataFrame({"v": range(len(index))}, index=index)
+        for dtype in ("int64", "int32", "uint32", "uint64"):
+            order = rng.integers(0, len(df), 7).astype(dtype)
+            pd.testing.assert_frame_equal(FC.gather(df, order), df.iloc[order])
 
 
 def test_gather_leaves_its_input_alone_and_makes_host_arrays(rng):

@@ -41,6 +41,16 @@ def test_host_arrays_are_numpys(rng, pooled, n, dtype):
         assert _same(host.arange(n, dtype), np.arange(n, dtype=dtype))
 
 
+def test_host_take_refuses_positions_outside(pooled):
+    a = np.arange(10)
+    assert _same(host.take(a, np.array([-10, -1, 0, 9])), a[[-10, -1, 0, 9]])
+    for bad in ([10], [-11], [0, 3, 12]):
+        with pytest.raises(IndexError):
+            host.take(a, np.array(bad))
+    with pytest.raises(IndexError):
+        host.take(np.arange(0), np.array([0]))
+
+
 def test_host_take_of_rows_and_empty_shapes(rng, pooled):
     rows = rng.integers(0, 9, (50_000, 3))
     positions = rng.permutation(50_000)

@@ -112,9 +112,12 @@ def empty(shape, dtype) -> np.ndarray:
 
 
 def take(a: np.ndarray, positions) -> np.ndarray:
-    """``a[positions]`` along axis 0 (positions within ``a``, not checked)."""
+    """``a[positions]`` along axis 0 (IndexError where a position lies outside ``a``, as there)."""
+    positions = np.asarray(positions)
+    if len(positions) and (positions.min() < -len(a) or positions.max() >= len(a)):
+        raise IndexError(f"positions in [{positions.min()}, {positions.max()}] outside an array of {len(a)}")
     out = empty((len(positions),) + a.shape[1:], a.dtype)
-    return np.take(a, positions, axis=0, out=out, mode="wrap")  # "raise" would buffer the output
+    return np.take(a, positions, axis=0, out=out, mode="wrap")  # "raise" would buffer the output: checked above
 
 
 def concatenate(arrays, dtype=None) -> np.ndarray:
