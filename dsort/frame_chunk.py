@@ -88,6 +88,9 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     frames = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
     order = np.asarray(order, dtype=np.intp)
     first = frames[0]
+    if any(not f.columns.equals(first.columns) for f in frames[1:]):  # pandas aligns them by label
+        whole = pd.concat(frames).iloc[order]
+        return whole if index else whole.set_axis(pd.RangeIndex(len(order)))
     columns, slow = {}, []
     for j in range(first.shape[1]):
         got = _take_column([f.iloc[:, j] for f in frames], order)
@@ -108,7 +111,10 @@ def gather(frames, order, index=True) -> pd.DataFrame:
         for i, j in enumerate(slow):  # in column order, each to its own place
             out.insert(j, f"c{j}", rest.iloc[:, i])
     out.columns = first.columns
-    out.attrs = dict(first.attrs)
+    if all(f.attrs == first.attrs for f in frames[1:]):  # as pd.concat keeps them
+        out.attrs = dict(first.attrs)
+    if not all(f.flags.allows_duplicate_labels for f in frames):
+        out = out.set_flags(allows_duplicate_labels=False)
     return out
 
 
@@ -124,7 +130,13 @@ def _take_column(pieces, order):
     rows = _fixed_width(pieces)
     if rows is None:
         return None
-    values = _from_rows(host.take(rows, order), pieces[0].array.__arrow_array__().type, dtype)
+    kind = pieces[0].array.__arrow_array__().type
+    import pyarrow as pa
+
+    small = not (pa.types.is_large_string(kind) or pa.types.is_large_binary(kind))
+    if small and len(order) * rows.dtype.itemsize > np.iinfo(np.int32).max:  # more than its offsets count (repeats)
+        return None
+    values = _from_rows(host.take(rows, order), kind, dtype)
     return values if values.dtype == dtype else None
 
 

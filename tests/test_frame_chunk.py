@@ -215,6 +215,22 @@ def test_gather_of_several_frames_is_concats_take(rng):
             pd.testing.assert_frame_equal(FC.gather(parts, order.astype(dtype)), whole.iloc[order], obj=f"{name}, {dtype}")
 
 
+def test_gather_keeps_what_concat_keeps(rng):
+    """attrs where every frame has the same, the flag against duplicate labels, columns matched
+    by label where the frames order them differently."""
+    a = pd.DataFrame({"x": [1, 2], "y": ["p", "q"]}).astype({"y": "str"})
+    b = pd.DataFrame({"y": ["r"], "x": [3]}).astype({"y": "str"})
+    order = [2, 0, 1]
+    pd.testing.assert_frame_equal(FC.gather([a, b], order), pd.concat([a, b]).iloc[order])
+    a.attrs, c = {"unit": "m"}, a.copy()
+    c.attrs = {"unit": "m"}
+    assert FC.gather([a, c], [3, 0]).attrs == {"unit": "m"} == pd.concat([a, c]).attrs
+    c.attrs = {"unit": "s"}
+    assert FC.gather([a, c], [3, 0]).attrs == {} == pd.concat([a, c]).attrs
+    strict = a.set_flags(allows_duplicate_labels=False)
+    assert not FC.gather(strict, [1, 0]).flags.allows_duplicate_labels
+
+
 def test_gather_of_a_range_index_with_a_large_or_negative_step(rng):
     for index in (pd.RangeIndex(10, -20, -3), pd.RangeIndex(0, 6 * 10**9, 2 * 10**9), pd.RangeIndex(5, 6)):
         df = pd.DataFrame({"v": range(len(index))}, index=index)

@@ -113,6 +113,14 @@ def _make_and_drop():
     return chosen.backend_name if chosen is not None else None, base, me.memory_info().rss
 
 
+def _make_drop_and_stay(seconds):
+    """Arrays made and dropped, then this task thread busy for a while (not giving them back)."""
+    import time
+
+    _make_and_drop()
+    time.sleep(seconds)
+
+
 def _kept():
     """A result of pool arrays, which the worker holds until the client drops it."""
     arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]
@@ -130,7 +138,8 @@ def _memory():
 def test_a_workers_arrays_come_from_mimalloc_and_go_back_when_idle():
     """In a dask worker (its nanny sets MALLOC_TRIM_THRESHOLD_) the large arrays are on mimalloc's
     pool, and once the pool's use stays still for a while its task threads give the free pages
-    back: those of arrays a task dropped, and those of a result the client dropped."""
+    back: those of arrays a task dropped (again after a second sort that ends where the first did,
+    and where the thread stayed busy past the first chance), and those of a result the client dropped."""
     import time
 
     import pyarrow as pa
@@ -144,6 +153,13 @@ def test_a_workers_arrays_come_from_mimalloc_and_go_back_when_idle():
         name, base, kept = client.submit(_make_and_drop, pure=False).result()
         time.sleep(3 * host.IDLE_S)
         after = client.submit(_memory, pure=False).result()
+        again = client.submit(_make_and_drop, pure=False).result()[2]  # a second sort ends where the first did
+        time.sleep(3 * host.IDLE_S)
+        after_again = client.submit(_memory, pure=False).result()
+        busy = client.submit(_make_drop_and_stay, 2 * host.IDLE_S, pure=False)  # its thread busy past a tick
+        busy.result()
+        time.sleep(3 * host.IDLE_S)
+        after_busy = client.submit(_memory, pure=False).result()
         result = client.submit(_kept, pure=False)  # held by the worker, then dropped by the client
         result.result()
         time.sleep(3 * host.IDLE_S)
@@ -153,4 +169,6 @@ def test_a_workers_arrays_come_from_mimalloc_and_go_back_when_idle():
         dropped = client.submit(_memory, pure=False).result()
     assert name == "mimalloc"
     assert kept > base + (96 << 20) and after < base + (32 << 20)
+    assert again > base + (96 << 20) and after_again < base + (32 << 20)
+    assert after_busy < base + (32 << 20)
     assert held > after + (96 << 20) and dropped < after + (32 << 20)

@@ -10,10 +10,10 @@ a merge's gather 28 -> 12 ms; the whole frame sort of issue 11 in one cluster 0.
 (Arrow's jemalloc pool hands the pages back at once, whatever its decay: 6,112 faults.)
 
 mimalloc keeps the pages until asked, and a thread can ask only for its own: so once the pool's
-bytes in use have not changed for :data:`IDLE_S` seconds (after arrays were made, or freed: a
-result dropped), the worker's event loop has each of its task threads give theirs back
-(``release_unused``), and a worker's memory falls back as glibc's would. Arrays below
-:data:`SMALL` bytes always come from NumPy (glibc's heap keeps them).
+use (arrays made, bytes in use) has not changed for :data:`IDLE_S` seconds since the last time,
+and no task runs, the worker's event loop has each of its task threads give theirs back
+(``release_unused``), and a worker's memory falls back as glibc's would: after a sort, and after
+a result is dropped. Arrays below :data:`SMALL` bytes always come from NumPy (glibc's heap keeps them).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 
 SMALL = 1 << 17  # bytes: smaller arrays from np.empty (below glibc's mmap threshold: no faults)
 IDLE_S = 1.0  # seconds without a new buffer after which the pool's free pages go back to the OS
-_STATE = {"pid": None, "pool": None, "given": -1, "seen": -1}
+_STATE = {"pid": None, "pool": None, "made": 0, "given": None, "seen": None}
 _LOCK = threading.Lock()
 
 
@@ -34,7 +34,7 @@ def pool():
     if _STATE["pid"] != os.getpid():  # first use in this process (a forked child decides again)
         with _LOCK:
             if _STATE["pid"] != os.getpid():
-                _STATE.update(pool=_worker_pool(), given=-1, seen=-1)
+                _STATE.update(pool=_worker_pool(), made=0, given=None, seen=None)
                 _STATE["pid"] = os.getpid()
     return _STATE["pool"]
 
@@ -43,7 +43,7 @@ def use_pool(arrow_pool) -> None:
     """Make this process's large arrays on ``arrow_pool`` (None: NumPy's), whatever :func:`pool`
     would choose; its free pages are then given back only when asked (:func:`give_back`)."""
     with _LOCK:
-        _STATE.update(pid=os.getpid(), pool=arrow_pool, given=-1, seen=-1)
+        _STATE.update(pid=os.getpid(), pool=arrow_pool, made=0, given=None, seen=None)
 
 
 def _worker_pool():
@@ -64,27 +64,35 @@ def _worker_pool():
 
 
 def _give_back_when_idle(worker, arrow_pool) -> None:
-    """In the worker's event loop: every :data:`IDLE_S` seconds, where the pool's bytes in use
-    changed since the last time but not in the last period (arrays made, or freed: a result
-    dropped), one call per task thread that gives its pages back."""
+    """In the worker's event loop: every :data:`IDLE_S` seconds, where the pool's use (arrays
+    made, bytes in use: a result dropped frees some) changed since the last give-back but not in
+    the last period, and no task runs, one call per task thread that gives its pages back (a
+    thread can give back only its own). Stops with the worker."""
     from tornado.ioloop import PeriodicCallback
 
-    def tick():  # the pool's bytes in use tell of arrays made and of arrays freed (a result dropped)
-        held = arrow_pool.bytes_allocated()
-        if held == _STATE["seen"] and held != _STATE["given"]:
-            _STATE["given"] = held
+    def tick():
+        if worker.status.name in ("closing", "closing_gracefully", "closed", "failed"):
+            timer.stop()
+            return
+        use = (_STATE["made"], arrow_pool.bytes_allocated())
+        if use == _STATE["seen"] and use != _STATE["given"] and not worker.state.executing_count:
+            _STATE["given"] = use  # every thread is free: each takes one call (see the barrier)
             threads = max(int(worker.state.nthreads), 1)
             meet = threading.Barrier(threads)
-            for _ in range(threads):
-                worker.executor.submit(_give_back_in_thread, arrow_pool, meet)
-        _STATE["seen"] = held
+            try:
+                for _ in range(threads):
+                    worker.executor.submit(_give_back_in_thread, arrow_pool, meet)
+            except RuntimeError:  # the executor is shut down: the worker is closing
+                timer.stop()
+        _STATE["seen"] = use
 
-    PeriodicCallback(tick, IDLE_S * 1000).start()
+    timer = PeriodicCallback(tick, IDLE_S * 1000)
+    timer.start()
 
 
 def _give_back_in_thread(arrow_pool, meet) -> None:
     """This thread's free pages of the pool back to the OS; then a short wait for the other task
-    threads, so that each takes one of these calls (a busy one is not waited for)."""
+    threads, so that each takes one of these calls (one that a task took first is not waited for)."""
     arrow_pool.release_unused()
     try:
         meet.wait(timeout=0.05)
@@ -108,7 +116,9 @@ def empty(shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype)
     import pyarrow as pa
 
-    return np.frombuffer(pa.allocate_buffer(size, memory_pool=arrow_pool), dtype).reshape(shape)
+    buffer = pa.allocate_buffer(size, memory_pool=arrow_pool)
+    _STATE["made"] += 1
+    return np.frombuffer(buffer, dtype).reshape(shape)
 
 
 def take(a: np.ndarray, positions) -> np.ndarray:
