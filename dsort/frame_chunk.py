@@ -70,12 +70,13 @@ def sort_part(part: pd.DataFrame, spec: KeySpec, widths=None, device=None, words
     """Partition ``part`` sorted stably by its keys (on the worker's GPU with ``device="gpu"``:
     the keys go there and the order comes back; the rows stay on the host). ``words``: keyed by
     words, not byte rows, where the spec allows (:attr:`KeySpec.word`) and the sort is on the host."""
-    if words and spec.word and device is None:
-        keys, widths = spec.words(part), (0,)
-    else:
-        keys, widths = spec.encode(part, widths)
-    order = _argsort(keys, device)
-    return Sorted(gather(part, order), engines.take_rows(keys, order), widths)
+    with host.pooled():
+        if words and spec.word and device is None:
+            keys, widths = spec.words(part), (0,)
+        else:
+            keys, widths = spec.encode(part, widths)
+        order = _argsort(keys, device)
+        return Sorted(gather(part, order), engines.take_rows(keys, order), widths)
 
 
 def gather(frames, order, index=True) -> pd.DataFrame:
@@ -300,6 +301,11 @@ def merge_after(ready, meta, cut, t, ignore_index, device, *pieces) -> pd.DataFr
 def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) -> pd.DataFrame:
     """Output partition ``t``: its slices of every part (in part order) merged by their keys; with
     ``ignore_index`` its index is its rows' positions in the whole result."""
+    with host.pooled():
+        return _merge(meta, cut, t, ignore_index, device, *pieces)
+
+
+def _merge(meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
     given, pieces = pieces, [(f, k) for f, k in pieces if len(f)]
     if not pieces:  # an empty slice of the data, not the meta: dask may have given the meta other dtypes
         out = given[0][0] if given else meta.iloc[:0]

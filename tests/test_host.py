@@ -17,7 +17,8 @@ def pooled(request):
     import pyarrow as pa
 
     host.use_pool(None if request.param == "numpy" else pa.mimalloc_memory_pool())
-    yield host.pool()
+    with host.pooled():
+        yield host.pool()
     host.use_pool(None)
 
 
@@ -60,9 +61,19 @@ def test_host_take_of_rows_and_empty_shapes(rng, pooled):
 
 
 def test_outside_a_worker_the_arrays_are_numpys():
+    import pyarrow as pa
+
     host.use_pool(None)
     host._STATE["pid"] = None  # choose again, as a new process would: here no worker, so NumPy's
-    assert host.pool() is None and host.empty(1 << 20, np.uint8).base is None
+    with host.pooled():
+        assert host.pool() is None and host.empty(1 << 20, np.uint8).base is None
+    host.use_pool(pa.mimalloc_memory_pool())  # a worker's, but outside the dataframe sort's tasks: NumPy's
+    try:
+        assert host.empty(1 << 20, np.uint8).base is None
+        with host.pooled():
+            assert host.empty(1 << 20, np.uint8).base is not None
+    finally:
+        host.use_pool(None)
 
 
 def test_the_pools_free_pages_go_back_when_asked():
@@ -81,7 +92,8 @@ def test_the_pools_free_pages_go_back_when_asked():
         base = me.memory_info().rss
 
         def some():
-            arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]  # 128 MiB
+            with host.pooled():
+                arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]  # 128 MiB
             for a in arrays:
                 a.fill(1)
             return arrays
@@ -106,7 +118,8 @@ def _make_and_drop():
     chosen = host.pool()
     host.give_back()
     base = me.memory_info().rss
-    arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]
+    with host.pooled():  # as the dataframe sort's tasks
+        arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]
     for a in arrays:
         a.fill(1)
     del a, arrays
@@ -123,7 +136,8 @@ def _make_drop_and_stay(seconds):
 
 def _kept():
     """A result of pool arrays, which the worker holds until the client drops it."""
-    arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]
+    with host.pooled():
+        arrays = [host.empty(1 << 22, np.uint8) for _ in range(32)]
     for a in arrays:
         a.fill(1)
     return arrays

@@ -1,7 +1,8 @@
 """Host memory of the large arrays the host's sort makes. The one place that allocates them.
 
-In a dask worker whose nanny set ``MALLOC_TRIM_THRESHOLD_`` (dask's default: 65536), they are
-NumPy arrays on buffers of Arrow's mimalloc pool; elsewhere, NumPy's own. That setting makes
+In the dataframe sort's tasks (:func:`pooled`) in a dask worker whose nanny set
+``MALLOC_TRIM_THRESHOLD_`` (dask's default: 65536), they are NumPy arrays on buffers of Arrow's
+mimalloc pool; elsewhere, NumPy's own. That setting makes
 glibc hand every freed large array back to the OS, so each new one faults its pages in again: a
 4 MB array costs about 1,000 page faults, 2-3 ms on a virtual machine, more than a take or an XOR
 over it. mimalloc keeps freed pages for the next buffers. Measured with that setting, 500,000 rows
@@ -18,6 +19,7 @@ a result is dropped. Arrays below :data:`SMALL` bytes always come from NumPy (gl
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -106,12 +108,27 @@ def give_back() -> None:
         _STATE["pool"].release_unused()
 
 
+_THREAD = threading.local()
+
+
+@contextlib.contextmanager
+def pooled():
+    """Within the block, this thread's large arrays come from the pool (where :func:`pool` gives
+    one): the dataframe sort's tasks, where it was measured; elsewhere they are NumPy's."""
+    before = getattr(_THREAD, "pooled", False)
+    _THREAD.pooled = True
+    try:
+        yield
+    finally:
+        _THREAD.pooled = before
+
+
 def empty(shape, dtype) -> np.ndarray:
     """An uninitialized array of ``shape`` and ``dtype`` (writable, 64-byte aligned)."""
     dtype = np.dtype(dtype)
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
     size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    arrow_pool = pool() if size >= SMALL else None
+    arrow_pool = pool() if size >= SMALL and getattr(_THREAD, "pooled", False) else None
     if arrow_pool is None:
         return np.empty(shape, dtype)
     import pyarrow as pa
