@@ -245,8 +245,11 @@ def merge_task(job: Job, cut, t: int):
     lay, gpu = job.layout, job.gpu_for(t)
     watch = Stopwatch()
     first = int(bounds[t].sum())
+    # slices on other workers' disks are fetched before this task takes its GPU slot: it waits for
+    # them seceded, its thread running other tasks that would wait for the slot it held (deadlock)
+    fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: _remake_run(job, q, gpu))
     with _on(gpu, job):
-        merged = merge_rows(job, cut, t, watch, gpu)
+        merged = merge_rows(job, cut, t, watch, gpu, fetched)
         if merged is None:
             return valsort.Summary(), watch.times
         keys, rows = merged
@@ -258,16 +261,25 @@ def merge_task(job: Job, cut, t: int):
     return summary, watch.times
 
 
-def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None):
-    """Output range ``t``'s rows: its slices of every run (see :func:`cuts_task`) read onto
-    ``gpu`` (or into host memory) and merged; ``(keys, rows)``, or None when the range is empty."""
+def _slice_items(cut, t: int) -> list:
+    """Output range ``t``'s nonempty slices of the runs: ``(run, lo, hi)``."""
     bounds, runs = cut
+    return [(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+
+
+def _remake_run(job: Job, q: int, gpu):
+    """Run ``q`` made again from its input block, its worker gone after the cuts (file sorts)."""
+    with _on(gpu, job):
+        return _make_run(job, q, Stopwatch(), gpu)[0]
+
+
+def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
+    """Output range ``t``'s rows: its slices of every run (see :func:`cuts_task`) read onto
+    ``gpu`` (or into host memory) and merged; ``(keys, rows)``, or None when the range is empty.
+    ``fetched``: the slices from other workers, where the caller fetched them first
+    (:meth:`~dsort.runs.RunStore.fetch_remote`)."""
     lay = job.layout
-    store = R.store(job.store)
-    # a run whose worker died after the cuts is made again here, from its input block (file sorts)
-    recover = (lambda q: _make_run(job, q, Stopwatch(), gpu)[0]) if isinstance(job, Job) else None
-    items = [(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
-    slices = store.read_many(items, gpu, recover)
+    slices = R.store(job.store).read_many(_slice_items(cut, t), gpu, fetched=fetched)
     sync(gpu)
     watch.lap("read runs")
     if not slices:

@@ -181,15 +181,17 @@ class RunStore:
         A slice of a run held in memory may be a view: read it, never write it."""
         return self.read_many([(run, lo, hi)], gpu)[0]
 
-    def read_many(self, items, gpu: int | None = None, recover=None) -> list:
+    def read_many(self, items, gpu: int | None = None, recover=None, fetched=None) -> list:
         """Rows ``[lo, hi)`` of several runs (``items``: ``(run, lo, hi)``), as :meth:`read` gives
         them. To a GPU, every slice not already there travels in one stream of staging pieces.
-        Slices of runs on another worker's disk are read there and only they travel; a run whose
-        worker is gone is made again here by ``recover(index) -> Run`` (its block sorted again)."""
+        Slices of runs on another worker's disk are read there and only they travel (see
+        :meth:`fetch_remote`; ``fetched``: its result for these items, where the caller fetched them
+        first)."""
         out: list = [None] * len(items)
         segments = []  # (item, run, first byte in the run, bytes, first byte in the upload)
         total = 0
-        fetched = self._fetch_remote(items, recover)
+        if fetched is None:
+            fetched = self.fetch_remote(items, recover)
         widths = [run.row_bytes or self.config.row_bytes for run, _, _ in items]
         others = {}  # other processes' shared runs, by index: opened for this read only
         for i, (run, _, _) in enumerate(items):
@@ -258,11 +260,14 @@ class RunStore:
                 out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
         return out
 
-    def _fetch_remote(self, items, recover) -> dict:
+    def fetch_remote(self, items, recover=None) -> dict:
         """``{item: NumPy rows}`` for the items whose run lies on another machine's disk (its file
         is not visible here): one task on each such worker reads all of this task's slices there
         (this task secedes meanwhile), so only the slices travel; runs of workers that are gone are
-        made again here first (``recover``), then read as local runs."""
+        made again here first (``recover(index) -> Run``: its block sorted again), then read as
+        local runs. The caller must hold nothing another task of this worker waits for (a GPU
+        slot): while it waits, the worker starts other tasks on its thread, and it takes a thread
+        back only when one of them ends."""
         import dask
 
         everywhere = dask.config.get("dsort.read-runs-where-they-are", False)  # also where the files are visible

@@ -331,7 +331,11 @@ def test_on_gpu_worker_processes_runs_stay_on_the_gpu_and_are_freed(tmp_path, rn
     n = int(rng.integers(20_000, 40_000))
     df = pd.DataFrame({"k": rng.integers(-500, 500, n), "v": rng.random(n)})  # many ties: the stable order shows
     a = rng.integers(0, 100, n)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster:
+    # the share counts every process's use of the GPU (other test processes too): allow it all here
+    with (
+        dask.config.set({"dsort.runs.shared-gpu-fraction": 1.0}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
+    ):
         with distributed.Client(cluster) as client:
             ddf = dd.from_pandas(df, npartitions=6, sort=False).persist()
             got = sort_values(ddf, "k", strategy="external", npartitions=5, local_directory=tmp_path, device="gpu").compute()

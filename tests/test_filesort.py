@@ -283,3 +283,40 @@ def test_slices_of_a_lost_workers_runs_are_made_again_once(tmp_path):
     assert made == [3]
     assert got == [rows[2:5].tolist(), rows[5:9].tolist()]
     assert not (tmp_path / "fallback").exists()
+
+
+def test_a_merge_fetches_other_workers_slices_before_it_takes_its_gpu_slot(tmp_path, monkeypatch):
+    """A merge that waits for slices from another worker (seceded) while holding its GPU slot
+    deadlocks its worker: the thread it gave up runs other merges, which wait for that slot, and
+    it never gets a thread back (seen on an H100: two worker processes, runs read where they are).
+    So every merge fetches first, then takes the slot."""
+    import contextlib
+    import threading
+
+    from dsort import filesort as F
+    from dsort import runs as R
+
+    state = threading.local()
+    real_on, real_fetch = F._on, R.RunStore.fetch_remote
+
+    @contextlib.contextmanager
+    def on(gpu, job=None):
+        state.slot = True
+        try:
+            with real_on(gpu, job):
+                yield
+        finally:
+            state.slot = False
+
+    holding = []
+
+    def fetch(self, items, recover=None):
+        holding.append(getattr(state, "slot", False))
+        return real_fetch(self, items, recover)
+
+    monkeypatch.setattr(F, "_on", on)
+    monkeypatch.setattr(R.RunStore, "fetch_remote", fetch)
+    src = tmp_path / "in.bin"
+    gen.records(20_000, src, skew=True)
+    sort_files(src, tmp_path / "out.bin", cpu=True, chunk_size=200_000, progress=False, stream=open(os.devnull, "w"))
+    assert len(holding) >= 10 and not any(holding), holding
