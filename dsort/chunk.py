@@ -18,18 +18,27 @@ from . import plan
 
 
 def local_sort(keys, values, offset, positions, descending, na_position, device=None):
-    """Sort one input chunk into a part. With ``positions``, the values are the elements' global
-    positions (int64, from ``offset``), which is how ``argsort`` is carried through the merges.
-    With ``device="gpu"``, host (NumPy) chunks are first copied to the worker's GPU, where the
-    part then stays for the merges."""
+    """Sort consecutive input chunks (``keys``: a list of them; ``values``: theirs, or None) into
+    one part. With ``positions``, the values are the elements' global positions (int64, from
+    ``offset``, where the first chunk starts), which is how ``argsort`` is carried through the
+    merges. With ``device="gpu"``, host (NumPy) chunks are first copied to the worker's GPU,
+    where the part then stays for the merges."""
     if device == "gpu":
-        keys, values = on_gpu(keys), None if values is None else on_gpu(values)
+        keys, values = [on_gpu(k) for k in keys], None if values is None else [on_gpu(v) for v in values]
+    keys, values = joined(keys), None if values is None else joined(values)
     e = engines.get(keys)
     if positions:
         values = e.xp.arange(offset, offset + len(keys), dtype=np.int64)
     if values is None:
         return e.sort(keys, descending=descending, na_position=na_position), None
     return e.sort(keys, values, descending=descending, na_position=na_position)
+
+
+def joined(chunks):
+    """One array of consecutive chunks (the chunk itself where there is one)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    return engines.get(chunks[0]).xp.concatenate(chunks)
 
 
 def sample(part, offset, spacing):
@@ -130,12 +139,14 @@ def merge_runs(parts_by_run, descending, na_position):
     return nonempty[0]
 
 
-def keys_of(part, host=False):
-    return _to_host(part[0]) if host else _own(part[0])
+def keys_of(part, host=False, lo=0, hi=None):
+    """An output chunk's keys: rows ``[lo, hi)`` of a merged part (in host memory with ``host``)."""
+    return _to_host(part[0][lo:hi]) if host else _own(part[0][lo:hi])
 
 
-def values_of(part, host=False):
-    return _to_host(part[1]) if host else _own(part[1])
+def values_of(part, host=False, lo=0, hi=None):
+    """An output chunk's values: rows ``[lo, hi)`` of a merged part (see :func:`keys_of`)."""
+    return _to_host(part[1][lo:hi]) if host else _own(part[1][lo:hi])
 
 
 def on_gpu(array):

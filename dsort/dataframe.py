@@ -146,27 +146,43 @@ def sort_values(
         )
     g = _Graph(df, spec, parts, ignore_index or divisions, device, _widths_tuple(spec, widths))
     if divisions:
-        cut = _nonempty(g.persist_cuts())
-        return g.collection(_positions(cut), cut)
+        rows, p = g.persist_cuts()
+        sizes = [n for n in p.out_sizes if n] or [0]  # balanced: any empty outputs come last
+        groups = [(a, min(b, len(sizes))) for a, b in g.groups if a < len(sizes)]
+        return g.collection(_positions(sizes), (rows[: len(groups) + 1], tuple(sizes), groups))
     return g.collection()
 
 
 class _Graph:
     """The tasks of one in-memory frame sort (see the module docstring), as a dict: the sorts,
-    the plan and the cuts at once; the slices and merges by :meth:`collection`."""
+    the plan and the cuts at once; the slices, merges and output pieces by :meth:`collection`.
 
-    def __init__(self, df, spec: KeySpec, partitions: int, ignore_index: bool, device, widths):
+    Consecutive partitions are sorted together into runs and consecutive outputs merged
+    together (:mod:`dsort.scale`), so the tasks are O(partitions + outputs) and the slices runs x
+    merge groups. ``every_output``: the cuts are found at every output's start (:func:`set_index`
+    snaps each), not only where the merge groups meet."""
+
+    def __init__(self, df, spec: KeySpec, partitions: int, ignore_index: bool, device, widths, every_output=False):
         from dask.base import tokenize
 
+        from . import scale
+
+        runs = scale.frame_runs(df.npartitions, external=False)
+        self.groups = scale.merge_groups(partitions, len(runs))
+        starts = None if every_output else tuple(a for a, _ in self.groups)
         self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
-        self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths)
+        self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths, runs, starts)
         self.dsk = {}
         inputs = df.__dask_keys__()
         # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
-        sort = [self._add((T.name(T.SORT, token), i), F.sort_part, T.ref(k), spec, widths, device, True) for i, k in enumerate(inputs)]
+        sort = [
+            self._add((T.name(T.SORT, token), g), F.sort_part, [T.ref(k) for k in inputs[a:b]], spec, widths, device, True)
+            for g, (a, b) in enumerate(runs)
+        ]
         # each part's info carries its sample: the plan finds the windows at once
-        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s), partitions) for i, s in enumerate(sort)]
-        plan = self._add(T.name(T.PLAN, token), F.make_plan, spec, partitions, *map(T.ref, info))
+        cuts_at = partitions if every_output else len(self.groups)
+        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s), cuts_at) for i, s in enumerate(sort)]
+        plan = self._add(T.name(T.PLAN, token), F.make_plan, spec, partitions, starts, *map(T.ref, info))
         windows = [self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), i) for i, s in enumerate(sort)]
         self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), *map(T.ref, windows))
         self.sorted, self.plan, self.partitions = sort, plan, partitions
@@ -178,38 +194,45 @@ class _Graph:
     def graph(self) -> dict:
         return {**self.df.__dask_graph__(), **self.dsk}
 
-    def collection(self, divisions=None, cut=None):
-        """The sorted frame: one slice task per (output, sorted part), one merge per output.
-        ``cut``: cut rows computed beforehand (their outputs; default the cuts task's)."""
-        cuts, partitions = self.cuts, self.partitions
-        if cut is not None:
-            cuts, partitions = T.name(T.CUTS, f"given-{self.token}"), len(cut) - 1
-            self.dsk[cuts] = cut
+    def collection(self, divisions=None, given=None):
+        """The sorted frame: one slice task per (merge group, run), one merge per group, one
+        piece per output of a group of several. ``given``: ``(cut rows where the groups meet,
+        every output's rows, the groups)`` computed beforehand (default: the cuts task's, the
+        plan's and this graph's)."""
+        if given is None:
+            cuts, groups = self.cuts, self.groups
+            sizes = T.ref(self._add(T.name(T.SIZES, self.token), F.output_sizes, T.ref(self.plan)))
+        else:
+            rows, sizes, groups = given
+            cuts = T.name(T.CUTS, f"given-{self.token}")
+            self.dsk[cuts] = rows
         slices = T.name(T.SLICE, self.token)
-        for t in range(partitions):
+        for g in range(len(groups)):
             for i, s in enumerate(self.sorted):
-                self._add((slices, t, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), t, i)
+                self._add((slices, g, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), g, i)
         # Every part's slices are made before any merge starts: a worker (one thread, say) would
         # otherwise run its own merges first, by dask's order, while another's merges wait for its slices.
         ready = [
-            self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, t, i)) for t in range(partitions)])
+            self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
             for i in range(len(self.sorted))
         ]
-        merges = []
-        for t in range(partitions):
-            key = (T.name(T.MERGE, self.token), t)
-            pieces = [T.ref((slices, t, i)) for i in range(len(self.sorted))]
-            merges.append(
-                self._add(
-                    key, F.merge_after, list(map(T.ref, ready)), self.df._meta, T.ref(cuts), t, self.ignore_index, self.device, *pieces
-                )
-            )
-        return _collection(self.df, self.dsk, self.df._meta, divisions, merges, self.token)
+        outputs = []
+        for g, (a, b) in enumerate(groups):
+            key = (T.name(T.MERGE, self.token), g)
+            pieces = [T.ref((slices, g, i)) for i in range(len(self.sorted))]
+            ready_refs = list(map(T.ref, ready))
+            self._add(key, F.merge_after, ready_refs, self.df._meta, T.ref(cuts), g, self.ignore_index, self.device, *pieces)
+            if b - a == 1:
+                outputs.append(key)
+                continue
+            for t in range(a, b):
+                outputs.append(self._add((T.name(T.PIECE, self.token), t), F.piece, T.ref(key), sizes, t, a))
+        return _collection(self.df, self.dsk, self.df._meta, divisions, outputs, self.token)
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
-        cluster's memory) for the lazy rest; returns the cut rows. For results whose divisions
-        must be known when they are built: the input is still read once."""
+        cluster's memory) for the lazy rest; returns the cut rows and the plan. For results whose
+        divisions must be known when they are built: the input is still read once."""
         import dask
         from dask.delayed import Delayed
 
@@ -217,7 +240,7 @@ class _Graph:
         persisted = dask.persist(*[Delayed(k, self.graph()) for k in keys])
         for d in persisted:
             self.dsk.update(d.__dask_graph__())
-        return persisted[-1].compute()
+        return dask.compute(persisted[-1], persisted[-2])
 
     def run(self, name, func, *args):
         """``func(sorted part, plan, its index, *args)`` of every sorted part, computed now."""
@@ -234,7 +257,8 @@ def _collection(df, dsk: dict, meta, divisions, keys, token: str):
     """A dask dataframe of the tasks ``keys`` of ``dsk`` (which reads ``df``'s): dask's
     ``from_delayed`` of them, so dask names the result by those keys alone; it never hashes the
     input's graph (``from_graph`` does, which costs the data of a persisted input and fails on a
-    loader dask cannot hash)."""
+    loader dask cannot hash; dask-expr's ``FromGraph`` given a token still hashes it where a
+    filter checks that two frames are aligned)."""
     import dask.dataframe as dd
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
@@ -253,10 +277,21 @@ def _nonempty(cut):
     return cut[keep]
 
 
-def _positions(cut) -> tuple:
-    """The divisions of a result indexed by position: where its partitions start, then its last row."""
-    starts = cut.sum(axis=1)  # the first row of each output partition, then the row count
+def _positions(sizes) -> tuple:
+    """The divisions of a result indexed by position (its partitions of ``sizes`` rows): where its
+    partitions start, then its last row."""
+    starts = np.cumsum([0, *sizes])  # the first row of each output partition, then the row count
     return tuple(int(x) for x in starts[:-1]) + (max(int(starts[-1]) - 1, 0),)
+
+
+def _grouped(cut, runs: int):
+    """``(cut rows where the groups meet, every output's rows, the groups)`` of per-output cut
+    rows ``cut``, its outputs in merge groups (:func:`dsort.scale.merge_groups`)."""
+    from . import scale
+
+    sizes = tuple(int(x) for x in np.diff(cut.sum(axis=1)))
+    groups = scale.merge_groups(len(sizes), runs)
+    return cut[[a for a, _ in groups] + [len(sizes)]], sizes, groups
 
 
 def _check_categories(df, by) -> None:
@@ -317,12 +352,13 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
             f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
             "sort_values sorts it in category order, or reorder the categories (cat.reorder_categories)"
         )
-    g = _Graph(df, spec, _partitions(df, npartitions), False, device, None)
-    cut = g.persist_cuts()
+    g = _Graph(df, spec, _partitions(df, npartitions), False, device, None, every_output=True)
+    cut, _ = g.persist_cuts()
     index = other not in df.columns  # the index itself: sorted, and kept as the index
     meta = df._meta if index else _set_index(df._meta, other, drop)
+    runs = len(g.sorted)
     if int(cut[-1].sum()) == 0:  # no rows
-        out = g.collection(None, _nonempty(cut))
+        out = g.collection(None, _grouped(_nonempty(cut), runs))
         return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
     missing = sum(g.run("missing", _missing, spec.by[0]))
     if missing:
@@ -331,7 +367,7 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
     cut = _snap(cut, ranks)
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
-    out = g.collection(tuple(f[1] for f in firsts), cut)
+    out = g.collection(tuple(f[1] for f in firsts), _grouped(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
 
 
@@ -415,32 +451,49 @@ def sort_values_external(
     from . import runs as R
     from .array import run_memory
 
+    from . import scale
+
     spec = _spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(memory_limit)
     widths = _widths_tuple(spec, widths)
-    tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external")
     partitions, spacing = _partitions(df, npartitions), 256
+    runs_at = scale.frame_runs(df.npartitions, external=True)
+    groups = scale.merge_groups(partitions, len(runs_at))
+    starts = tuple(a for a, _ in groups)
+    tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
     codec = RowCodec.of(df._meta)
     if codec is not None:  # fixed-width columns: rows in the run store, no pickling
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
-        job = external.FixedFrameJob(layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu")
+        job = external.FixedFrameJob(
+            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts
+        )
         run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
     else:
         store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
-        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device)
+        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts)
         run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
     dsk = {}
-    runs = [(T.name(T.RUN, tok), i) for i in range(df.npartitions)]
-    for key, part in zip(runs, df.__dask_keys__()):
-        dsk[key] = T.task(key, run, job, key[1], T.ref(part))
+    inputs = df.__dask_keys__()
+    runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
+    for key, (a, b) in zip(runs, runs_at):
+        dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
     cut = T.name(T.CUTS, tok)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
-    merges = [(T.name(T.MERGE, tok), t) for t in range(job.partitions)]
-    for key in merges:
-        dsk[key] = T.task_beside(key, T.beside(runs, key[1], len(merges)), merge, job, T.ref(cut), key[1], *extra)
-    return _collection(df, dsk, df._meta, None, merges, tok)
+    sizes = T.name(T.SIZES, tok)
+    dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
+    outputs = []
+    for g, (a, b) in enumerate(groups):
+        key = (T.name(T.MERGE, tok), g)
+        dsk[key] = T.task_beside(key, T.beside(runs, g, len(groups)), merge, job, T.ref(cut), g, *extra)
+        if b - a == 1:
+            outputs.append(key)
+            continue
+        for t in range(a, b):
+            outputs.append((T.name(T.PIECE, tok), t))
+            dsk[outputs[-1]] = T.task(outputs[-1], F.piece, T.ref(key), T.ref(sizes), t, a)
+    return _collection(df, dsk, df._meta, None, outputs, tok)
 
 
 class _FrameAccessor:

@@ -66,9 +66,11 @@ def _device():
 
 
 def run_chunk(job: ArrayJob, i: int, keys, values, offset: int) -> R.Run:
-    """Input chunk ``i`` (its keys, and values or None), sorted and kept as run ``i``."""
+    """Consecutive input chunks (``keys``: a list of them; ``values``: theirs, or None), from row
+    ``offset`` on, sorted together and kept as run ``i``."""
     if job.gpu:
-        keys, values = chunk.on_gpu(keys), None if values is None else chunk.on_gpu(values)
+        keys, values = [chunk.on_gpu(k) for k in keys], None if values is None else [chunk.on_gpu(v) for v in values]
+    keys, values = chunk.joined(keys), None if values is None else chunk.joined(values)
     gpu = _device() if job.gpu else None
     xp, n = dev.xp_of(keys), len(keys)
     kb = job.layout.key_bytes
@@ -109,38 +111,45 @@ def merge_chunk(job: ArrayJob, cut, t: int):
     return keys, values
 
 
-def _part(part, i: int, host: bool):
-    out = part[i]
-    return dev.to_host(out) if host and dev.is_device_array(out) else out
+def _part(part, i: int, host: bool, lo: int = 0, hi=None):
+    """Rows ``[lo, hi)`` of a merge's keys (``i`` 0) or values (1): an output chunk."""
+    out = part[i][lo:hi]
+    if host and dev.is_device_array(out):
+        return dev.to_host(out)
+    return out if lo == 0 and (hi is None or hi == len(part[i])) else out.copy()
 
 
-def graph(token: str, key_chunks, value_chunks, sizes, job: ArrayJob) -> tuple[dict, list]:
+def graph(token: str, key_chunks, value_chunks, sizes, groups, job: ArrayJob) -> tuple[dict, list]:
     """``(tasks, merge keys)``: the run, cuts and merge tasks of the sort of the chunks
-    ``key_chunks`` (task keys; ``value_chunks``: task keys or None each) of ``sizes`` rows; merge
-    ``t`` gives output chunk ``t``'s ``(keys, values)`` (see :func:`output_tasks`)."""
+    ``key_chunks`` (task keys; ``value_chunks``: task keys or None each) of ``sizes`` rows, the
+    chunks of each of ``groups`` sorted together into a run; merge ``g`` gives the ``(keys,
+    values)`` of the output chunks of group ``g`` (see :func:`output_tasks`)."""
     dsk = {}
     run_keys = []
-    for i, (k, v, off) in enumerate(zip(key_chunks, value_chunks, plan.offsets(sizes).tolist())):
-        key = (T.name(T.RUN, token), i)
-        dsk[key] = T.task(key, run_chunk, job, i, T.ref(k), None if v is None else T.ref(v), off)
+    starts = plan.offsets(sizes).tolist()
+    for g, (a, b) in enumerate(groups):
+        key = (T.name(T.RUN, token), g)
+        values = None if value_chunks[a] is None else [T.ref(v) for v in value_chunks[a:b]]
+        dsk[key] = T.task(key, run_chunk, job, g, [T.ref(k) for k in key_chunks[a:b]], values, starts[a])
         run_keys.append(key)
     cut = T.name(T.CUTS, token)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, run_keys))
     merges = []
-    for t in range(len(sizes)):
-        key = (T.name(T.MERGE, token), t)
-        dsk[key] = T.task_beside(key, T.beside(run_keys, t, len(sizes)), merge_chunk, job, T.ref(cut), t)
+    for g in range(len(groups)):
+        key = (T.name(T.MERGE, token), g)
+        dsk[key] = T.task_beside(key, T.beside(run_keys, g, len(groups)), merge_chunk, job, T.ref(cut), g)
         merges.append(key)
     return dsk, merges
 
 
-def output_tasks(merges, outputs, host: bool) -> dict:
-    """Chunk tasks of the results: ``outputs`` is ``[(name, ndim, 0 for keys or 1 for values)]``."""
+def output_tasks(merges, outputs, host: bool, sizes, groups) -> dict:
+    """Chunk tasks of the results: ``outputs`` is ``[(name, ndim, 0 for keys or 1 for values)]``;
+    chunk ``i`` is its rows of its group's merge."""
     dsk = {}
     for name, nd, which in outputs:
-        for i, m in enumerate(merges):
+        for i, g, lo, hi in plan.pieces(sizes, groups):
             key = (name, i) + (0,) * (nd - 1)
-            dsk[key] = T.task(key, _part, T.ref(m), which, host)
+            dsk[key] = T.task(key, _part, T.ref(merges[g]), which, host, lo, hi)
     return dsk
 
 
@@ -222,23 +231,24 @@ class FrameJob:
     store: R.StoreConfig
     ignore_index: bool = False
     device: str | None = None
+    starts: tuple = (0,)  # the first output of every merge group
 
 
 def _rows_path(job: FrameJob, p: int) -> str:
     return os.path.join(job.store.directory, f"frame-{p:06d}.pickles")
 
 
-def frame_run(job: FrameJob, p: int, part) -> tuple:
-    """Partition ``p``: its keys, a stable sort of its rows by them, the rows written in blocks
-    beside the run store's files (the blocks' byte offsets last), the keys kept as run ``p``;
-    ``(run, the keys' string widths)``."""
+def frame_run(job: FrameJob, p: int, *parts) -> tuple:
+    """Consecutive partitions ``parts`` as run ``p``: their keys, a stable sort of their rows by
+    them, the rows written in blocks beside the run store's files (the blocks' byte offsets last),
+    the keys kept as run ``p``; ``(run, the keys' string widths)``."""
     import pickle
 
     from .frame_chunk import sort_part
 
-    s = sort_part(part, job.spec, job.widths, job.device)
+    s = sort_part(list(parts), job.spec, job.widths, job.device)
     os.makedirs(job.store.directory, exist_ok=True)
-    block = block_rows(len(s.frame), job.partitions)
+    block = block_rows(len(s.frame), len(job.starts))
     offsets = [0]
     with open(_rows_path(job, p), "wb") as f:
         for b in range(0, len(s.frame), block):
@@ -289,7 +299,7 @@ def frame_cuts(job: FrameJob, *made):
     runs = [r for r, _ in made]
     have = [w for _, w in made]
     sizes = [r.rows for r in runs]
-    p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions))
+    p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions), starts=job.starts)
     if len(runs) > 1 and len(p.targets):
         samples = [widen(job.spec, r.sample, w, p.widths) for r, w in made]
         p = replace(p, windows=FC.bounds(p, *samples))
@@ -302,7 +312,7 @@ def frame_cuts(job: FrameJob, *made):
 
 
 def frame_merge(job: FrameJob, cut, t: int, meta):
-    """Output partition ``t``: its slices of every partition's sorted rows, merged by their keys."""
+    """Merge group ``t``: its slices of every run's sorted rows, merged by their keys."""
     from . import frame_chunk as FC
     from .frame_keys import widen
 
@@ -314,8 +324,13 @@ def frame_merge(job: FrameJob, cut, t: int, meta):
         for (q, _, lo, hi), k in zip(pieces, keys)
     ]
     out = FC.merge(meta, bounds, t, job.ignore_index, job.device, *slices)
-    R.finish(job.store, t, job.partitions, runs)
+    R.finish(job.store, t, len(job.starts), runs)
     return out
+
+
+def output_sizes(job, cut) -> tuple:
+    """Rows of every output partition of an external frame sort (balanced), from its cuts."""
+    return plan.balanced(int(cut[0][-1].sum()), job.partitions)
 
 
 # Frames whose columns and index all have fixed-width NumPy dtypes skip the pickled blocks: each row
@@ -336,9 +351,10 @@ class FixedFrameJob:
     partitions: int
     spacing: int
     store: R.StoreConfig
-    range_rows: tuple = ()  # set by the cuts task, once the runs' sizes are known
+    range_rows: tuple = ()  # rows of every merge group: set by the cuts task, once the runs' sizes are known
     ignore_index: bool = False
     gpu: bool = False
+    starts: tuple = (0,)  # the first output of every merge group
     descending: bool = False  # the key bytes carry the order: always ascending here
     na_position: str = "last"
 
@@ -355,10 +371,13 @@ def report_stages(task: str, watch: F.Stopwatch) -> None:
         worker.log_event(STAGES, {"task": task, **watch.times})
 
 
-def fixed_run(job: FixedFrameJob, p: int, part) -> R.Run:
-    """Partition ``p`` as rows (key bytes, row bytes), sorted by their keys and kept as run ``p``.
-    On a GPU the rows are built there: the columns go as they are, keys and rows are made on the
-    device (no host pass over the rows)."""
+def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
+    """Consecutive partitions ``parts`` as rows (key bytes, row bytes), sorted by their keys and
+    kept as run ``p``. On a GPU the rows are built there: the columns go as they are, keys and
+    rows are made on the device (no host pass over the rows)."""
+    import pandas as pd
+
+    part = parts[0] if len(parts) == 1 else pd.concat(parts)
     watch = F.Stopwatch()
     if job.gpu:
         with F.on_stream(_device()):  # this thread's own stream: the worker's threads overlap on the GPU
@@ -403,13 +422,14 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
 def fixed_cuts(job: FixedFrameJob, *runs):
     """The cuts of ``job.partitions`` balanced output partitions (:func:`frame_cuts`)."""
     watch = F.Stopwatch()
-    cut = F.cut_runs(replace(job, range_rows=plan.balanced(sum(r.rows for r in runs), job.partitions)), list(runs), watch)
+    out_sizes = plan.balanced(sum(r.rows for r in runs), job.partitions)
+    cut = F.cut_runs(replace(job, range_rows=plan.group_sums(out_sizes, job.starts)), list(runs), watch)
     report_stages("cuts", watch)
     return cut
 
 
 def fixed_merge(job: FixedFrameJob, cut, t: int):
-    """Output partition ``t``: its slices of every run merged, decoded into a frame."""
+    """Merge group ``t``: its slices of every run merged, decoded into a frame."""
     gpu = _device() if job.gpu else None
     watch = F.Stopwatch()
     out = None
@@ -421,7 +441,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
             watch.lap("decode")
             out = job.codec.frame([dev.to_host(x) for x in columns])
             watch.lap("copy out")
-    R.finish(job.store, t, job.partitions, cut[1])
+    R.finish(job.store, t, len(job.starts), cut[1])
     if out is None:
         rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
         out = job.codec.decode(rows, job.layout.key_bytes)

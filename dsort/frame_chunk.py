@@ -53,10 +53,17 @@ class Plan:
     spacing: int
     out_sizes: tuple
     windows: tuple | None = field(default=None, compare=False)
+    starts: tuple | None = None  # the first output of every merge group (None: each output its own)
+
+    @property
+    def group_sizes(self) -> tuple:
+        """Rows of every merge group (consecutive outputs merged as one)."""
+        return tuple(self.out_sizes) if self.starts is None else plan.group_sums(self.out_sizes, self.starts)
 
     @property
     def targets(self):
-        return plan.interior_targets(self.out_sizes)
+        """The ranks where the merge groups meet: the cuts."""
+        return plan.interior_targets(self.group_sizes)
 
 
 def _argsort(keys, device):
@@ -66,17 +73,26 @@ def _argsort(keys, device):
     return engines.get(keys).argsort(keys)
 
 
-def sort_part(part: pd.DataFrame, spec: KeySpec, widths=None, device=None, words=False) -> Sorted:
-    """Partition ``part`` sorted stably by its keys (on the worker's GPU with ``device="gpu"``:
-    the keys go there and the order comes back; the rows stay on the host). ``words``: keyed by
-    words, not byte rows, where the spec allows (:attr:`KeySpec.word`) and the sort is on the host."""
+def sort_part(parts, spec: KeySpec, widths=None, device=None, words=False) -> Sorted:
+    """Consecutive partitions ``parts`` (a list of frames, or one frame) sorted together, stably
+    by their keys (on the worker's GPU with ``device="gpu"``: the keys go there and the order
+    comes back; the rows stay on the host). ``words``: keyed by words, not byte rows, where the
+    spec allows (:attr:`KeySpec.word`) and the sort is on the host. String keys of several
+    partitions are brought to their common widths."""
+    frames = [parts] if isinstance(parts, pd.DataFrame) else list(parts)
     with host.pooled():
         if words and spec.word and device is None:
-            keys, widths = spec.words(part), (0,)
+            keys, widths = _joined([spec.words(f) for f in frames]), (0,)
         else:
-            keys, widths = spec.encode(part, widths)
+            encoded = [spec.encode(f, widths) for f in frames]
+            widths = common_widths([w for _, w in encoded])
+            keys = _joined([widen(spec, k, w, widths) for k, w in encoded])
         order = _argsort(keys, device)
-        return Sorted(gather(part, order), engines.take_rows(keys, order), widths)
+        return Sorted(gather(frames, order), engines.take_rows(keys, order), widths)
+
+
+def _joined(keys):
+    return keys[0] if len(keys) == 1 else host.concatenate(keys)
 
 
 def gather(frames, order, index=True) -> pd.DataFrame:
@@ -232,14 +248,15 @@ def info(part: Sorted, outputs: int) -> tuple:
     return n, part.widths, s, np.ascontiguousarray(part.keys[::s])
 
 
-def make_plan(spec: KeySpec, partitions: int, *infos) -> Plan:
-    """The plan of ``partitions`` outputs from the parts' :func:`info`: the common spacing is the
-    largest of theirs (a multiple of each), and every sample is cut to it and brought to the
-    common widths before the windows are found."""
+def make_plan(spec: KeySpec, partitions: int, starts, *infos) -> Plan:
+    """The plan of ``partitions`` outputs, merged in groups that begin at outputs ``starts`` (None:
+    one group each), from the parts' :func:`info`: the common spacing is the largest of theirs (a
+    multiple of each), and every sample is cut to it and brought to the common widths before the
+    windows are found."""
     sizes = tuple(int(n) for n, *_ in infos)
     widths = common_widths([w for _, w, *_ in infos])
     spacing = max((s for n, _, s, _ in infos if n), default=1)
-    p = Plan(sizes, widths, spacing, plan.balanced(sum(sizes), partitions))
+    p = Plan(sizes, widths, spacing, plan.balanced(sum(sizes), partitions), starts=None if starts is None else tuple(starts))
     return replace(p, windows=bounds(p, *[widen(spec, x[:: spacing // s], w, widths) for _, w, s, x in infos]))
 
 
@@ -279,6 +296,18 @@ def cuts(p: Plan, *window_keys):
     else:
         exact = plan.exact_cuts([[w[t] for w in window_keys] for t in range(len(p.targets))], p.windows[0], p.targets)
     return plan.boundaries(p.sizes, exact)
+
+
+def output_sizes(p: Plan) -> tuple:
+    """Rows of every output partition."""
+    return tuple(p.out_sizes)
+
+
+def piece(frame: pd.DataFrame, sizes, t: int, first: int) -> pd.DataFrame:
+    """Output partition ``t``: its rows of its merge group's frame, whose first output is ``first``
+    (``sizes``: every output's rows). A copy: a view would keep the group's frame alive unseen."""
+    lo = int(sum(sizes[first:t]))
+    return frame.iloc[lo : lo + int(sizes[t])].copy()
 
 
 def take(spec: KeySpec, part: Sorted, p: Plan, cut, t: int, q: int):

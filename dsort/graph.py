@@ -26,7 +26,7 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from . import chunk, external, plan
+from . import chunk, external, plan, scale
 from . import config  # noqa: F401 (the dask front end registers the dsort.* settings with dask.config)
 from . import runs as R
 from . import tasks as T
@@ -96,12 +96,15 @@ class _Builder:
             refs.append([ref(self.add(k, func, ref(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)])
         return refs
 
-    def local_sort(self, key_chunks, value_chunks, sizes, positions):
+    def local_sort(self, key_chunks, value_chunks, sizes, positions, groups):
+        """One run per group ``(a, b)`` of consecutive chunks, sorted together."""
         runs = []
-        for i, (k, v, n, off) in enumerate(zip(key_chunks, value_chunks, sizes, plan.offsets(sizes).tolist())):
-            values = None if v is None else ref(v)
-            key = self.add((self.names[T.SORT], i), chunk.local_sort, ref(k), values, off, positions, *self.order, self.device)
-            runs.append(_Run([key], [int(n)]))
+        starts = plan.offsets(sizes).tolist()
+        for g, (a, b) in enumerate(groups):
+            values = None if value_chunks[a] is None else [ref(v) for v in value_chunks[a:b]]
+            keys = [ref(k) for k in key_chunks[a:b]]
+            key = self.add((self.names[T.SORT], g), chunk.local_sort, keys, values, starts[a], positions, *self.order, self.device)
+            runs.append(_Run([key], [int(sum(sizes[a:b]))]))
         return runs
 
     def merge(self, runs, out_sizes, group):
@@ -161,7 +164,9 @@ def sort_graph(
     sizes = [int(n) for n in keys.chunks[0]]
     if strategy == "auto":
         strategy = choose_strategy()
-    token = tokenize(keys, values, positions, descending, na_position, strategy, device)
+    gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
+    groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external")
+    token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups)
     key_name = T.name(T.SORTED_KEYS, token)
     value_name = T.name(T.SORTED_VALUES, token) if (values is not None or positions) else None
     back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
@@ -171,15 +176,15 @@ def sort_graph(
     if value_name:
         outputs.append((value_name, 1 if values is None else values.ndim, 1))
     if strategy == "external":
-        job = _external_job(keys, values, positions, sizes, descending, na_position, device, token, local_directory, host_budget)
-        dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, job)
-        dsk.update(external.output_tasks(merges, outputs, back_to_host))
+        job = _external_job(keys, values, positions, sizes, groups, descending, na_position, device, token, local_directory, host_budget)
+        dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, groups, job)
+        dsk.update(external.output_tasks(merges, outputs, back_to_host, sizes, groups))
         return [(HighLevelGraph.from_collections(name, dsk, dependencies=deps), name) for name, _, _ in outputs]
     b = _Builder(token, descending, na_position, device)
-    runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions)
+    runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions, groups)
     if strategy == "multiway":
         if len(runs) > 1:
-            runs = [b.merge(runs, sizes, (0,))]
+            runs = [b.merge(runs, [r.size for r in runs], (0,))]
     else:
         level = 0
         while len(runs) > 1:
@@ -187,16 +192,26 @@ def sort_graph(
             merged = [b.merge([a, c], a.sizes + c.sizes, (level, i)) for i, (a, c) in enumerate(pairs)]
             runs = merged + runs[len(merged) * 2 :]
             level += 1
-    final = runs[0].parts
+    final = runs[0].parts  # one per group of chunks
     for name, nd, which in outputs:
         getter = (chunk.keys_of, chunk.values_of)[which]
-        for i, part in enumerate(final):
+        for i, g, lo, hi in plan.pieces(sizes, groups):
             key = (name, i) + (0,) * (nd - 1)
-            b.dsk[key] = task(key, getter, ref(part), back_to_host)
+            b.dsk[key] = task(key, getter, ref(final[g]), back_to_host, lo, hi)
     return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]
 
 
-def _external_job(keys, values, positions, sizes, descending, na_position, device, token, local_directory, host_budget):
+def _row_bytes(keys, values, positions) -> int:
+    """Bytes a row of the sort moves: its key's, then its value's (or its int64 position)."""
+    width = keys.dtype.itemsize * int(np.prod(keys.shape[1:], dtype=np.int64))
+    if positions:
+        return width + 8
+    if values is not None:
+        return width + values.dtype.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
+    return width
+
+
+def _external_job(keys, values, positions, sizes, groups, descending, na_position, device, token, local_directory, host_budget):
     """The :class:`dsort.external.ArrayJob` of a sort: rows are the key's bytes, then the value's."""
     byte_rows = keys.ndim == 2
     key_bytes = keys.shape[1] if byte_rows else keys.dtype.itemsize
@@ -209,10 +224,11 @@ def _external_job(keys, values, positions, sizes, descending, na_position, devic
     value_bytes = 0 if value_dtype is None else value_dtype.itemsize * int(np.prod(value_shape, dtype=np.int64))
     layout = R.Layout(key_bytes + value_bytes, key_bytes, None if byte_rows else keys.dtype.str)
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
+    run_rows = [int(sum(sizes[a:b])) for a, b in groups]
     return external.ArrayJob(
         layout=layout,
-        range_rows=tuple(sizes),
-        spacing=plan.sample_spacing(sizes, max(len(sizes) - 1, 1)),
+        range_rows=tuple(run_rows),
+        spacing=plan.sample_spacing(run_rows, max(len(run_rows) - 1, 1)),
         store=external.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
         key_shape=tuple(keys.shape[1:]),
         value_dtype=value_dtype,

@@ -221,6 +221,65 @@ def interior_targets(chunk_sizes):
     return offsets(chunk_sizes)[1:]
 
 
+def run_count(pieces: int, threads: int, per_thread: int, nbytes=None, min_bytes: int = 1, max_bytes=None) -> int:
+    """How many runs ``pieces`` consecutive input pieces (chunks, partitions) are sorted into:
+    ``per_thread`` for each of ``threads`` worker threads (all of them busy), more where a run
+    would hold more than ``max_bytes`` of the ``nbytes`` in all, fewer where one would hold less
+    than ``min_bytes``; at least one, and never more than the pieces (a piece is not split).
+    Where ``nbytes`` is None (a frame's partitions have no known size) only the threads count.
+    The count follows the data and the workers, not the partitioning: a sort's tasks are then
+    O(pieces + outputs), and its slices (runs x merge groups) as few as the workers need."""
+    want = max(1, int(per_thread) * int(threads))
+    if nbytes is not None:
+        if max_bytes:
+            want = max(want, -(-int(nbytes) // int(max_bytes)))
+        want = min(want, max(1, int(nbytes) // max(int(min_bytes), 1)))
+    return int(max(1, min(want, pieces)))
+
+
+def groups(sizes, count: int) -> list:
+    """``[(a, b), ...]``: the pieces of ``sizes`` in at most ``count`` consecutive groups of about
+    equal total size (pieces ``a`` to ``b - 1``; each group one piece at least; each cut between
+    groups on the nearer side of the piece that reaches its share, so a piece bigger than a
+    share makes a group of its own). Pieces of no size at all are grouped by count."""
+    n = len(sizes)
+    if not n:
+        return []
+    count = max(1, min(int(count), n))
+    ends = np.cumsum(np.asarray(sizes, dtype=np.float64))
+    total = float(ends[-1])
+    if total <= 0:
+        ends, total = np.arange(1, n + 1, dtype=np.float64), float(n)
+    bounds = [0]
+    for k in range(1, count):
+        target = k * total / count
+        j = int(np.searchsorted(ends, target, side="left"))  # the piece that reaches the target
+        before = float(ends[j - 1]) if j else 0.0
+        at = j if target - before < float(ends[min(j, n - 1)]) - target else j + 1  # cut on its nearer side
+        at = min(max(at, bounds[-1] + 1), n - (count - k))
+        bounds.append(at)
+    bounds.append(n)
+    return [(a, b) for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+
+
+def pieces(sizes, groups):
+    """``(piece, group, lo, hi)`` for every piece of ``sizes`` in consecutive ``groups``
+    (:func:`groups`): its rows ``[lo, hi)`` of its group's."""
+    out = []
+    for g, (a, b) in enumerate(groups):
+        lo = 0
+        for i in range(a, b):
+            out.append((i, g, lo, lo + int(sizes[i])))
+            lo += int(sizes[i])
+    return out
+
+
+def group_sums(sizes, starts) -> tuple:
+    """Total size of every group of consecutive ``sizes``, the groups beginning at ``starts``."""
+    ends = list(starts[1:]) + [len(sizes)]
+    return tuple(int(sum(sizes[a:b])) for a, b in zip(starts, ends))
+
+
 def blocks(lengths, rows_per_block: int):
     """``[(file index, first row, rows)]`` covering files of ``lengths`` rows in blocks of at most
     ``rows_per_block`` rows, no block across two files."""

@@ -39,6 +39,8 @@ SHOWN_AS = {
     T.SORTED_VALUES: "sort",
     T.MERGE: "merge",
     T.SLICES: "merge",
+    T.PIECE: "merge",
+    T.SIZES: "sort",
     T.SORTED: "merge",
     T.WRITE: "write",
     T.CHECK: "check",

@@ -116,7 +116,6 @@ class RunStore:
         self._lock = threading.Lock()
         self._used = {"host": 0}
         self._data: dict[int, object] = {}
-        self._made_dir = False
         self._done: set = set()  # (compute, reader) of the readers done
         self.worker = self.directory = None
         w = this_worker()
@@ -168,10 +167,10 @@ class RunStore:
         return Run(cfg.job, index, n, "disk", path=str(path), sample=sample, worker=self.worker)
 
     def _path(self, index: int) -> Path:
+        """Where run ``index`` is written; the directory made (again: the last merge of an earlier
+        compute of the same result removed it, and this worker's store outlives it)."""
         d = Path(self.directory)
-        if not self._made_dir:
-            d.mkdir(parents=True, exist_ok=True)
-            self._made_dir = True
+        d.mkdir(parents=True, exist_ok=True)
         return d / f"run-{index:06d}.bin"
 
     # -- reading slices ------------------------------------------------------------------------

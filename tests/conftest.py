@@ -55,3 +55,19 @@ def pytest_report_header(config):
 def rng(request):
     """Fresh random data each run; the header prints the seed that replays it."""
     return np.random.default_rng([SEED, zlib.crc32(request.node.nodeid.encode())])
+
+
+@pytest.fixture(autouse=True)
+def small_runs(request):
+    """Tests sort small arrays: runs of any size (not dsort.scale.min-run's megabytes), so their
+    chunks still make several runs and the merges run. Tests marked ``default_scale`` keep the
+    defaults."""
+    import dask
+
+    import dsort.config  # noqa: F401 (the defaults registered first: a set before them would drop them after)
+
+    if request.node.get_closest_marker("default_scale"):
+        yield
+        return
+    with dask.config.set({"dsort.scale.min-run": 1, "dsort.scale.gpu-min-run": 1}):
+        yield

@@ -32,23 +32,26 @@ def _runs(rng, keys, pieces, descending, na_position):
     cuts = np.sort(rng.integers(0, len(keys) + 1, pieces - 1))
     chunks = np.split(keys, cuts)
     offsets = plan.offsets([len(c) for c in chunks]).tolist()
-    return [chunk.local_sort(c, None, off, True, descending, na_position) for c, off in zip(chunks, offsets)], offsets
+    return [chunk.local_sort([c], None, off, True, descending, na_position) for c, off in zip(chunks, offsets)], offsets
 
 
 @pytest.mark.parametrize("na_position", NA)
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("kind", ["int", "float", "equal"])
 @pytest.mark.parametrize("n", [0, 1, 2, 777])
-def test_local_sort_carries_global_positions(rng, kind, n, descending, na_position):
+@pytest.mark.parametrize("pieces", [1, 3])
+def test_local_sort_carries_global_positions(rng, kind, n, descending, na_position, pieces):
+    """Consecutive chunks (empty ones too) sorted together equal a stable sort of them joined."""
     keys = _keys(rng, kind, n)
-    keys_out, positions = chunk.local_sort(keys, None, 100, True, descending, na_position)
+    chunks = np.split(keys, np.sort(rng.integers(0, n + 1, pieces - 1)))
+    keys_out, positions = chunk.local_sort(chunks, None, 100, True, descending, na_position)
     order = _stable_order(keys, descending, na_position)
     np.testing.assert_array_equal(positions, order + 100)
     np.testing.assert_array_equal(keys_out, keys[order])
     values = rng.random(n)
-    k, v = chunk.local_sort(keys, values, 0, False, descending, na_position)
+    k, v = chunk.local_sort(chunks, np.split(values, np.cumsum([len(c) for c in chunks])[:-1]), 0, False, descending, na_position)
     np.testing.assert_array_equal(v, values[order])
-    assert chunk.local_sort(keys, None, 0, False, descending, na_position)[1] is None
+    assert chunk.local_sort(chunks, None, 0, False, descending, na_position)[1] is None
 
 
 @pytest.mark.parametrize("na_position", NA)

@@ -12,6 +12,7 @@ import yaml
 from dsort import config
 
 ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.default_scale
 
 
 def _leaves(d, prefix="dsort"):

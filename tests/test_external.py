@@ -69,7 +69,7 @@ def _peak_of_store(n, chunk, tmp_path):
     out = np.lib.format.open_memmap(tmp_path / f"out-{n}.npy", mode="w+", dtype=np.int64, shape=(n,))
     tracemalloc.start()
     try:
-        with dask.config.set(scheduler="threads", num_workers=2):
+        with dask.config.set({"scheduler": "threads", "num_workers": 2, "dsort.scale.external-run": chunk * 8}):
             da.store(dsort.sort(x, strategy="external", memory_limit=0, local_directory=tmp_path), out, lock=False)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
@@ -80,7 +80,8 @@ def _peak_of_store(n, chunk, tmp_path):
 
 
 def test_store_of_a_large_sort_runs_in_bounded_memory(tmp_path):
-    """Memory follows the chunk size, not the array's: three times the data, about the same peak
+    """Memory follows the run size (``dsort.scale.external-run``, here one chunk's), not the
+    array's: three times the data, about the same peak
     (what the threads happen to hold at once varies), well under the data's size (the in-memory
     graph's peak is above it)."""
     chunk = 250_000

@@ -14,7 +14,7 @@ def test_frame_chunk_functions_without_dask(rng):
     parts = [df.iloc[:0], df.iloc[:100].assign(s="x"), df.iloc[100:300]]
     spec = KeySpec.of(df, ["s", "k"], [False, True])
     done = [FC.sort_part(p, spec) for p in parts]
-    plan = FC.make_plan(spec, 4, *[FC.info(d, 4) for d in done])
+    plan = FC.make_plan(spec, 4, None, *[FC.info(d, 4) for d in done])
     assert plan.out_sizes == (75, 75, 75, 75) and plan.widths == (4, 0)
     cut = FC.cuts(plan, *[FC.window(spec, d, plan, q) for q, d in enumerate(done)])
     out = [FC.merge(df.iloc[:0], cut, t, False, None, *[FC.take(spec, d, plan, cut, t, q) for q, d in enumerate(done)]) for t in range(4)]
@@ -26,7 +26,7 @@ def test_merge_of_nothing_keeps_the_datas_dtypes():
     meta = pd.DataFrame({"s": pd.Series([], dtype="string")})
     spec = KeySpec.of(part, "s")
     done = FC.sort_part(part, spec)
-    plan = FC.make_plan(spec, 2, FC.info(done, 2))
+    plan = FC.make_plan(spec, 2, None, FC.info(done, 2))
     cut = FC.cuts(plan)
     assert plan.out_sizes == (1, 0)
     empty = FC.merge(meta, cut, 1, False, None, FC.take(spec, done, plan, cut, 1, 0))
@@ -144,7 +144,7 @@ def test_the_plan_takes_each_parts_sample_at_the_common_spacing(rng):
     infos = [FC.info(d, 6) for d in done]
     own = [s for _, _, s, _ in infos]
     assert all(s & (s - 1) == 0 for s in own) and own[-1] == max(own) > own[3] >= 1
-    plan = FC.make_plan(spec, 6, *infos)
+    plan = FC.make_plan(spec, 6, None, *infos)
     assert plan.spacing == max(own) and plan.sizes == tuple(sizes)
     direct = P.windows([FC.part_keys(spec, d, plan, step=plan.spacing) for d in done], plan.sizes, plan.spacing, plan.targets)
     assert all(np.array_equal(a, b) for a, b in zip(plan.windows, direct))

@@ -1,0 +1,70 @@
+"""How a dask sort is cut into tasks: runs and merge groups that follow the data and the workers,
+never the number of chunks or partitions.
+
+A collection of P chunks (partitions) sorted into Q output chunks would cost P x Q tasks (or
+slices) if every chunk were a run and every output a merge: 4096 small chunks would make 16
+million. Here consecutive chunks are sorted together into R runs (:func:`array_runs`,
+:func:`frame_runs`), consecutive outputs are merged together in as many groups
+(:func:`merge_groups`), and each output chunk is then a plain piece of its group's result. R
+comes from the worker threads (every one busy) and the data's size (no run below
+``dsort.scale.min-run``; an external sort's runs bounded by ``dsort.scale.external-run``), so a
+sort builds O(P + Q) tasks and R x R slices, whatever P and Q are.
+"""
+
+from __future__ import annotations
+
+import os
+
+from . import config, plan
+
+
+def threads() -> int:
+    """The worker threads the graph will run on: a distributed client's workers' together, else
+    this machine's CPUs (dask's local schedulers)."""
+    import dask
+
+    if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
+        return os.cpu_count() or 1
+    try:
+        from distributed import default_client
+
+        workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+    except (ImportError, ValueError, TypeError):
+        return os.cpu_count() or 1
+    return max(1, sum(int(w.get("nthreads") or 1) for w in workers))
+
+
+def _bytes(name: str, gpu: bool) -> int:
+    """The setting ``dsort.scale.NAME`` (``gpu-NAME`` for a GPU) in bytes."""
+    return config.nbytes("scale." + ("gpu-" if gpu else "") + name)
+
+
+def array_runs(sizes, row_bytes: int, gpu: bool, external: bool) -> list:
+    """Chunks of ``sizes`` rows (``row_bytes`` a row: key and value) grouped into runs:
+    ``[(first chunk, end), ...]`` (:func:`dsort.plan.groups`)."""
+    nbytes = int(sum(sizes)) * int(row_bytes)
+    count = plan.run_count(
+        len(sizes),
+        threads(),
+        int(config.get("scale.runs-per-thread")),
+        nbytes,
+        _bytes("min-run", gpu),
+        _bytes("external-run", gpu) if external else None,
+    )
+    return plan.groups(sizes, count)
+
+
+def frame_runs(partitions: int, external: bool) -> list:
+    """Partitions grouped into runs, by count (their sizes are not known before they are read):
+    ``runs-per-thread`` for each worker thread, and for an external sort at most
+    ``frame-partitions-per-run`` partitions a run (memory bounded by a few partitions)."""
+    count = plan.run_count(partitions, threads(), int(config.get("scale.runs-per-thread")))
+    if external:
+        count = max(count, -(-partitions // max(1, int(config.get("scale.frame-partitions-per-run")))))
+    return plan.groups([1] * partitions, count)
+
+
+def merge_groups(outputs: int, runs: int) -> list:
+    """Output chunks ``0 .. outputs - 1`` in consecutive groups, as many as the runs (at most one
+    per output): each group is one merge, of about a run's rows, and its outputs are pieces of it."""
+    return plan.groups([1] * outputs, max(1, runs))

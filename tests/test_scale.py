@@ -1,0 +1,134 @@
+"""dsort.scale and the grouping in dsort.plan: a sort's cost follows the data and the workers, not
+the number of chunks or partitions. Thousands of small partitions, against NumPy and pandas."""
+
+import dask
+import dask.array as da
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+from dask.utils import key_split
+
+import dsort
+import dsort.dataframe as D
+from dsort import plan, scale, tasks
+
+
+@pytest.mark.parametrize("trial", range(40))
+def test_groups_are_consecutive_cover_every_piece_and_balance_sizes(rng, trial):
+    n = int(rng.integers(1, 60))
+    sizes = rng.integers(0, 1000, n) * (rng.random(n) < 0.8)  # empty pieces too
+    if trial % 5 == 0:
+        sizes[:] = 0
+    count = int(rng.integers(1, 80))
+    got = plan.groups(sizes, count)
+    assert got[0][0] == 0 and got[-1][1] == n and all(b > a for a, b in got)
+    assert all(got[i][1] == got[i + 1][0] for i in range(len(got) - 1))
+    assert len(got) == min(count, n)
+    pieces = plan.pieces(sizes, got)
+    assert [p[0] for p in pieces] == list(range(n))
+    for i, g, lo, hi in pieces:
+        a, _ = got[g]
+        assert a <= i < got[g][1] and lo == sizes[a:i].sum() and hi - lo == sizes[i]
+
+
+def test_groups_of_equal_pieces_are_equal():
+    assert plan.groups([5] * 12, 4) == [(0, 3), (3, 6), (6, 9), (9, 12)]
+    assert plan.groups([1, 1, 100, 1, 1, 1], 3) == [(0, 2), (2, 3), (3, 6)]  # a big piece alone
+
+
+def test_run_count_follows_the_threads_and_the_bytes_not_the_pieces():
+    assert plan.run_count(4096, threads=8, per_thread=2) == 16
+    assert plan.run_count(5, threads=8, per_thread=2) == 5  # a piece is never split
+    assert plan.run_count(4096, 8, 2, nbytes=10 << 20, min_bytes=8 << 20) == 1
+    assert plan.run_count(4096, 8, 2, nbytes=1 << 30, min_bytes=1 << 20, max_bytes=64 << 20) == 16
+    assert plan.run_count(4096, 1, 2, nbytes=1 << 34, min_bytes=1 << 20, max_bytes=64 << 20) == 256
+    for p in (16, 512, 4096):
+        assert plan.run_count(p, 2, 2, nbytes=80 << 20, min_bytes=8 << 20) == 4
+
+
+def _dsort_tasks(collection):
+    return {k for k in dict(collection.__dask_graph__()) if key_split(k).startswith("dsort-")}
+
+
+@pytest.mark.default_scale
+def test_the_array_graph_grows_with_the_chunks_not_chunks_times_outputs():
+    """Tasks O(P + Q): at 4096 chunks, a few per chunk (its output piece) and a few dozen more,
+    for every strategy; a slice per (run, merge group), never per (chunk, output)."""
+    x = da.random.default_rng(0).integers(0, 1 << 40, 4096 * 300, chunks=300)
+    with dask.config.set({"scheduler": "threads"}):
+        for strategy in ("multiway", "tree", "external"):
+            small = _dsort_tasks(dsort.sort(x.rechunk(4096 * 300 // 16), strategy=strategy))
+            large = _dsort_tasks(dsort.sort(x, strategy=strategy))
+            assert len(large) <= 4096 + len(small) + 64, (strategy, len(large))
+            slices = [k for k in large if key_split(k) == tasks.SLICE]
+            runs = 2 * scale.threads()
+            assert len(slices) <= 2 * runs * runs
+
+
+@pytest.mark.default_scale
+def test_the_frame_graph_grows_with_the_partitions_not_partitions_times_outputs():
+    df = dd.from_pandas(pd.DataFrame({"k": np.arange(8192)[::-1], "v": 1}), npartitions=2048, sort=False)
+    for strategy in ("memory", "external"):
+        graph = _dsort_tasks(D.sort_values(df, "k", strategy=strategy))
+        assert len(graph) <= 3 * 2048 + 64 * 64, (strategy, len(graph))  # pieces, runs and their slices
+
+
+@pytest.mark.parametrize("strategy", ["multiway", "tree", "external"])
+def test_thousands_of_small_chunks_sort_like_numpy(rng, strategy):
+    n = 40_000
+    keys = rng.integers(-50, 50, n).astype(np.float64)
+    keys[rng.random(n) < 0.05] = np.nan
+    sizes = rng.integers(0, 25, 4000)  # empty chunks too
+    sizes[-1] += n - sizes.sum() if sizes.sum() < n else 0
+    sizes = np.diff(np.r_[0, np.minimum(np.cumsum(sizes), n)])
+    sizes[-1] += n - sizes.sum()
+    x = da.from_array(keys, chunks=(tuple(int(s) for s in sizes),))
+    with dask.config.set({"scheduler": "threads"}):
+        order = dsort.argsort(x, strategy=strategy, descending=True)
+        got = order.compute()
+    assert order.chunks == x.chunks
+    expected = pd.Series(keys).sort_values(ascending=False, kind="stable").index.to_numpy()
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+def test_thousands_of_small_partitions_sort_like_pandas(rng, strategy):
+    n = 20_000
+    pdf = pd.DataFrame({"k": rng.integers(0, 30, n), "s": rng.choice(["a", "bb", "", "dddd"], n), "v": np.arange(n)})
+    df = dd.from_pandas(pdf, npartitions=1500, sort=False)
+    for by in ("k", ["s", "k"]):
+        out = D.sort_values(df, by, strategy=strategy, ascending=False if by == "k" else [True, False])
+        got = out.compute(scheduler="threads")
+        expected = df.compute().sort_values(by, ascending=False if by == "k" else [True, False], kind="stable")
+        pd.testing.assert_frame_equal(got, expected)
+        assert out.npartitions == 1500
+        lengths = out.map_partitions(len).compute(scheduler="threads")
+        assert lengths.max() - lengths.min() <= 1
+
+
+def test_thousands_of_partitions_on_a_cluster_of_processes(rng, tmp_path):
+    """Two worker processes: the runs' grouping from their threads, slices travelling between them."""
+    from distributed import Client, LocalCluster
+
+    pdf = pd.DataFrame({"k": rng.integers(0, 1000, 30_000), "v": np.arange(30_000)})
+    with dask.config.set({"temporary-directory": str(tmp_path)}):
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as c, Client(c):
+            assert scale.threads() == 2
+            df = dd.from_pandas(pdf, npartitions=1024, sort=False).persist()
+            for strategy in ("memory", "external"):
+                got = D.sort_values(df, "k", strategy=strategy).compute()
+                pd.testing.assert_frame_equal(got, pdf.sort_values("k", kind="stable"))
+            x = da.from_array(pdf["k"].to_numpy(), chunks=30).persist()
+            for strategy in ("multiway", "external"):
+                np.testing.assert_array_equal(dsort.sort(x, strategy=strategy).compute(), np.sort(pdf["k"].to_numpy()))
+
+
+def test_an_external_result_computes_twice(tmp_path):
+    """The last merge of the first compute removes the runs' directory; the second makes it again."""
+    x = da.random.default_rng(2).integers(0, 100, 5000, chunks=500)
+    s = dsort.sort(x, strategy="external", memory_limit=0, local_directory=tmp_path)
+    with dask.config.set({"scheduler": "threads"}):
+        first, second = s.compute(), s.compute()
+    np.testing.assert_array_equal(first, np.sort(x.compute()))
+    np.testing.assert_array_equal(second, first)
