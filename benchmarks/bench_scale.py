@@ -246,9 +246,9 @@ def main():
                             if i:
                                 figures[c].append(fig)
                                 where[c] = groups
-                            keys = list(flatten(out.__dask_keys__()))
+                            made = list(flatten(out.__dask_keys__()))
                             del out
-                            forget(client, keys)
+                            forget(client, made)
                     best = min((statistics.median(f["total"] for f in figures[c]), c) for c in cases if c not in ("dask", "floor"))
                     for c in cases:
                         med = {k: statistics.median(f[k] for f in figures[c]) for k in figures[c][0]}
