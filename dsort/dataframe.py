@@ -76,16 +76,19 @@ def _partitions(df, npartitions) -> int:
 
 
 def choose_strategy(partitions: int, outputs: int, divisions: bool = False) -> str:
-    """The ``"auto"`` rule: ``"memory"`` while ``partitions x outputs`` is at most the setting
-    ``dsort.dataframe.memory-pieces`` (256; dask's config), or where the external sort cannot run (workers on several machines,
-    whose files the others cannot read; ``divisions=True``); else ``"external"``. The in-memory
-    sort moves every piece of every partition to its output as one dask task and transfer, which
-    costs more than the data beyond a few hundred pieces (64 partitions: 4096 pieces); the
-    external sort has one task per partition and per output, each output reading its slices of
-    the sorted partitions' files (on one machine the page cache holds them)."""
-    from . import config, external
+    """The ``"auto"`` rule: ``"memory"`` while its slices (runs x merge groups, :mod:`dsort.scale`:
+    about twice the worker threads each, whatever the partitions) are at most the setting
+    ``dsort.dataframe.memory-pieces`` (1024; dask's config), or where the external sort cannot run
+    (workers on several machines, whose files the others cannot read; ``divisions=True``); else
+    ``"external"``. Each in-memory slice is one dask task and transfer; the external sort reads
+    its slices inside its merge tasks (on one machine from the page cache). Measured on 8 CPU
+    workers (BENCHMARKS.md, "Scale"), the in-memory sort was the faster or within 1.2x of the
+    external one at 16 to 4096 partitions."""
+    from . import config, external, scale
 
-    if divisions or partitions * outputs <= int(config.get("dataframe.memory-pieces")) or not external.one_host():
+    runs = len(scale.frame_runs(partitions, external=False))
+    pieces = runs * len(scale.merge_groups(outputs, runs))
+    if divisions or pieces <= int(config.get("dataframe.memory-pieces")) or not external.one_host():
         return "memory"
     return "external"
 

@@ -281,15 +281,17 @@ def test_keys_sorted_on_the_gpu(rng, strategy, tmp_path):
 
 
 def test_auto_takes_the_external_sort_for_many_pieces(rng, tmp_path):
-    """Many partitions x outputs: one task per piece would cost more than the data, so "auto"
-    takes the external sort (one task per partition and per output); few: the in-memory one."""
+    """More slices (runs x merge groups) than dsort.dataframe.memory-pieces: "auto" takes the
+    external sort (the slices read inside the merges); fewer: the in-memory one (a task each)."""
     from dsort import dataframe as D
 
-    assert D.choose_strategy(8, 8) == "memory" and D.choose_strategy(64, 64) == "external"
-    assert D.choose_strategy(64, 64, divisions=True) == "memory"
+    assert D.choose_strategy(8, 8) == "memory" and D.choose_strategy(4096, 4096) == "memory"  # slices: the threads'
+    with dask.config.set({"dsort.dataframe.memory-pieces": 3}):
+        assert D.choose_strategy(64, 64) == "external" and D.choose_strategy(1, 1) == "memory"
+        assert D.choose_strategy(64, 64, divisions=True) == "memory"
     df = pd.DataFrame({"k": rng.integers(0, 50, 2000), "row": np.arange(2000)})
     ddf = dd.from_pandas(df, npartitions=20, sort=False)
-    with dask.config.set({"temporary-directory": str(tmp_path)}):
+    with dask.config.set({"temporary-directory": str(tmp_path), "dsort.dataframe.memory-pieces": 3}):
         out = sort_values(ddf, "k")
         assert any(k[0].startswith("dsort-run-") for k in out.__dask_graph__() if isinstance(k, tuple))
         pd.testing.assert_frame_equal(out.compute(scheduler="threads"), df.sort_values("k", kind="stable"))
