@@ -3,7 +3,7 @@
 ``strategy="external"`` of :func:`dsort.sort` / ``argsort`` / ``sort_by_key`` builds this graph
 instead of :mod:`dsort.graph`'s. The bulk data never stays in dask's memory:
 
-``dsort-run``    one task per input chunk: the chunk's keys and values (or global positions) as
+``dsort-run``    one task per group of consecutive input chunks (:mod:`dsort.scale`): their keys and values (or global positions) as
                  fixed-width rows (key bytes, then value bytes), sorted by their keys on the
                  chunk's engine (on the worker's GPU for CuPy chunks or ``device="gpu"``) and kept
                  in the run store (:mod:`dsort.runs`: host memory within ``host_budget`` bytes,
@@ -11,10 +11,10 @@ instead of :mod:`dsort.graph`'s. The bulk data never stays in dask's memory:
                  :class:`~dsort.runs.Run` handle with the run's regular sample.
 ``dsort-cuts``   one task: the exact cut of every output chunk in every run, from the samples and
                  the few keys inside their windows (:func:`dsort.filesort.cut_runs`).
-``dsort-merge``  one task per output chunk: its slices of every run, read and merged; the chunk's
-                 keys and values. The last merge to finish removes the runs.
+``dsort-merge``  one task per group of output chunks: its slices of every run, read and merged;
+                 the output chunks are pieces of it. The last merge to finish removes the runs.
 
-Each task holds about three chunks' worth of rows, so ``da.store`` / ``to_npy_stack`` of the
+Each task holds about three runs' worth of rows (``dsort.scale.external-run`` each, or a chunk), so ``da.store`` / ``to_npy_stack`` of the
 result runs in memory bounded by the chunk size and the run store's budget, whatever the array's
 size. On a multi-process cluster the runs are files only (every worker reads any slice), in a
 directory all workers see (``local_directory``: dask's ``temporary-directory``, else the system's

@@ -2,18 +2,20 @@
 
 Phases, each a family of tasks named for it (the dashboard's task groups):
 
-``dsort-sort``       one per input chunk: the chunk sorted by its engine (a *part* of a run).
+``dsort-sort``       one per run: a group of consecutive input chunks sorted together by its engine
+                     (:mod:`dsort.scale`: about two runs per worker thread, whatever the chunks).
 ``dsort-sample``     one per part: its run's regular sample (small, NumPy).
 ``dsort-bounds``     one per merge: windows around every cut, from all samples.
 ``dsort-window``     one per part: its keys inside the windows (small, NumPy).
 ``dsort-splitters``  one per merge: exact cuts, from the windows.
-``dsort-slice``      one per (output chunk, part): the piece of the part that output chunk takes;
-                     it runs where the part lives, so only that piece travels.
-``dsort-merge``      one per output chunk: merges its pieces.
+``dsort-slice``      one per (merge group, part): the piece of the part that group of output chunks
+                     takes; it runs where the part lives, so only that piece travels.
+``dsort-merge``      one per group of consecutive output chunks: merges its pieces; each output
+                     chunk is then its rows of its group's merge (``dsort-sorted-keys``/``-values``).
 
-Strategies: ``"multiway"`` runs one merge over all P runs (each output chunk gathers its P pieces
-once and merges them pairwise on its own worker); ``"tree"`` runs ceil(log2 P) rounds of merges of
-run pairs, each cut into output chunks by two-run splitters. ``"auto"``: see :func:`choose_strategy`.
+Strategies: ``"multiway"`` runs one merge over all R runs (each merge group gathers its R pieces
+once and merges them on its own worker); ``"tree"`` runs ceil(log2 R) rounds of merges of run
+pairs, each cut into merge groups by two-run splitters. ``"auto"``: see :func:`choose_strategy`.
 
 Graph building looks at chunk sizes only (they must be known); no task runs before ``compute``.
 """
