@@ -123,7 +123,7 @@ def graph(token: str, key_chunks, value_chunks, sizes, groups, job: ArrayJob) ->
     """``(tasks, merge keys)``: the run, cuts and merge tasks of the sort of the chunks
     ``key_chunks`` (task keys; ``value_chunks``: task keys or None each) of ``sizes`` rows, the
     chunks of each of ``groups`` sorted together into a run; merge ``g`` gives the ``(keys,
-    values)`` of the output chunks of group ``g`` (see :func:`output_tasks`)."""
+    values)`` of merge group ``g`` (``job.range_rows``: their rows; see :func:`output_tasks`)."""
     dsk = {}
     run_keys = []
     starts = plan.offsets(sizes).tolist()
@@ -135,9 +135,9 @@ def graph(token: str, key_chunks, value_chunks, sizes, groups, job: ArrayJob) ->
     cut = T.name(T.CUTS, token)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, run_keys))
     merges = []
-    for g in range(len(groups)):
+    for g in range(len(job.range_rows)):
         key = (T.name(T.MERGE, token), g)
-        dsk[key] = T.task_beside(key, T.beside(run_keys, g, len(groups)), merge_chunk, job, T.ref(cut), g)
+        dsk[key] = T.task_beside(key, T.beside(run_keys, g, len(job.range_rows)), merge_chunk, job, T.ref(cut), g)
         merges.append(key)
     return dsk, merges
 

@@ -168,7 +168,8 @@ def sort_graph(
         strategy = choose_strategy()
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external")
-    token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups)
+    out_groups = scale.output_groups(sizes, len(groups))
+    token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups, out_groups)
     key_name = T.name(T.SORTED_KEYS, token)
     value_name = T.name(T.SORTED_VALUES, token) if (values is not None or positions) else None
     back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
@@ -178,26 +179,32 @@ def sort_graph(
     if value_name:
         outputs.append((value_name, 1 if values is None else values.ndim, 1))
     if strategy == "external":
-        job = _external_job(keys, values, positions, sizes, groups, descending, na_position, device, token, local_directory, host_budget)
+        job = _external_job(
+            keys, values, positions, sizes, groups, out_groups, descending, na_position, device, token, local_directory, host_budget
+        )
         dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, groups, job)
-        dsk.update(external.output_tasks(merges, outputs, back_to_host, sizes, groups))
+        dsk.update(external.output_tasks(merges, outputs, back_to_host, sizes, out_groups))
         return [(HighLevelGraph.from_collections(name, dsk, dependencies=deps), name) for name, _, _ in outputs]
     b = _Builder(token, descending, na_position, device)
     runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions, groups)
+    out = plan.group_sums(sizes, [a for a, _ in out_groups])  # rows of every merge group
     if strategy == "multiway":
-        if len(runs) > 1:
-            runs = [b.merge(runs, [r.size for r in runs], (0,))]
+        if len(out) > 1 or len(runs) > 1:
+            runs = [b.merge(runs, out, (0,))]
     else:
         level = 0
         while len(runs) > 1:
             pairs = list(zip(runs[::2], runs[1::2]))
-            merged = [b.merge([a, c], a.sizes + c.sizes, (level, i)) for i, (a, c) in enumerate(pairs)]
+            last = len(runs) == 2
+            merged = [b.merge([a, c], out if last else a.sizes + c.sizes, (level, i)) for i, (a, c) in enumerate(pairs)]
             runs = merged + runs[len(merged) * 2 :]
             level += 1
-    final = runs[0].parts  # one per group of chunks
+        if len(out) > 1 and runs[0].sizes != list(out):  # one run: cut into the merge groups
+            runs = [b.merge(runs, out, (level, 0))]
+    final = runs[0].parts  # one per merge group
     for name, nd, which in outputs:
         getter = (chunk.keys_of, chunk.values_of)[which]
-        for i, g, lo, hi in plan.pieces(sizes, groups):
+        for i, g, lo, hi in plan.pieces(sizes, out_groups):
             key = (name, i) + (0,) * (nd - 1)
             b.dsk[key] = task(key, getter, ref(final[g]), back_to_host, lo, hi)
     return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]
@@ -213,7 +220,7 @@ def _row_bytes(keys, values, positions) -> int:
     return width
 
 
-def _external_job(keys, values, positions, sizes, groups, descending, na_position, device, token, local_directory, host_budget):
+def _external_job(keys, values, positions, sizes, groups, out_groups, descending, na_position, device, token, local_directory, host_budget):
     """The :class:`dsort.external.ArrayJob` of a sort: rows are the key's bytes, then the value's."""
     byte_rows = keys.ndim == 2
     key_bytes = keys.shape[1] if byte_rows else keys.dtype.itemsize
@@ -229,7 +236,7 @@ def _external_job(keys, values, positions, sizes, groups, descending, na_positio
     run_rows = [int(sum(sizes[a:b])) for a, b in groups]
     return external.ArrayJob(
         layout=layout,
-        range_rows=tuple(run_rows),
+        range_rows=plan.group_sums(sizes, [a for a, _ in out_groups]),
         spacing=plan.sample_spacing(run_rows, max(len(run_rows) - 1, 1)),
         store=external.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
         key_shape=tuple(keys.shape[1:]),
