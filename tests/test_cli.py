@@ -535,10 +535,12 @@ def test_sigterm_at_any_moment_ends_the_run_promptly(tmp_path, delay):
 
 
 @contextlib.contextmanager
-def _process_cluster(*worker_options, workers=2):
+def _process_cluster(*worker_options, workers=2, homes=None, env=None):
     """A dask scheduler and ``workers`` worker processes on loopback (``dask worker`` with
     ``worker_options``): ``(address, [worker Popen, ...])``; every process started here is ended
-    (by its own handle) when the block ends, and ``procs`` of the caller may join them."""
+    (by its own handle) when the block ends, and ``procs`` of the caller may join them. ``homes``:
+    a directory per worker, its working directory, its ``--local-directory`` and its temporary
+    directory (as on machines of their own); ``env``: the workers' environment."""
     port = _free_port()
     address = f"tcp://127.0.0.1:{port}"
     bindir = Path(PY).parent
@@ -551,7 +553,13 @@ def _process_cluster(*worker_options, workers=2):
         )
     ]
     try:
-        for _ in range(workers):
+        for w in range(workers):
+            home = None if homes is None else Path(homes[w])
+            where = [] if home is None else ["--local-directory", str(home / "local")]
+            worker_env = dict(env or os.environ)
+            if home is not None:
+                (home / "tmp").mkdir(parents=True, exist_ok=True)
+                worker_env.update(TMPDIR=str(home / "tmp"), DASK_TEMPORARY_DIRECTORY=str(home / "tmp"))
             procs.append(
                 subprocess.Popen(
                     [
@@ -565,10 +573,13 @@ def _process_cluster(*worker_options, workers=2):
                         "--no-dashboard",
                         "--memory-limit",
                         "1GB",
+                        *where,
                         *worker_options,
                     ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
+                    cwd=home,
+                    env=worker_env,
                 )
             )
         from distributed import Client
@@ -597,6 +608,39 @@ def test_sort_on_a_running_cluster_of_separate_processes(tmp_path):
         np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
         p = _dsort_process("check", out, "--scheduler", address)
         assert p.communicate(timeout=60)[0].count("SUCCESS") == 1 and p.returncode == 0
+
+
+def test_one_machine_set_up_as_two_loses_a_worker_during_the_merges(tmp_path):
+    """Two workers started as on two machines (each from its own directory, with its own local and
+    temporary directories, every slice of the other's runs read through it), a user's `dsort sort
+    --scheduler` at the shell, one worker killed (its nanny starts it again) while the merges run:
+    the same output as a stable sort, and no runs left in either worker's directories."""
+    from distributed import Client
+
+    homes = [tmp_path / "machine-a", tmp_path / "machine-b"]
+    env = dict(os.environ, DASK_DSORT__READ_RUNS_WHERE_THEY_ARE="true")
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    dsort("gen", "records", 300_000, src, "--skew")
+    with _process_cluster(workers=2, homes=homes, env=env) as (address, procs), Client(address, timeout="60s") as client:
+        pids = list(client.run(os.getpid).values())
+        p = _dsort_process("sort", src, out, "--scheduler", address, "--chunk-size", "3MB")
+        procs.append(p)  # ended too if it hangs
+        deadline, killed = time.time() + 90, False
+        while time.time() < deadline and p.poll() is None:
+            if any("dsort-merge" in str(k) for keys in client.processing().values() for k in keys):
+                os.kill(pids[0], signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.01)
+        text = p.communicate(timeout=180)[0]
+        client.wait_for_workers(2, timeout=60)
+        left = client.run(lambda dask_worker: [str(q) for q in Path(dask_worker.local_directory).rglob("dsort-runs-*")])
+    assert killed, "the sort ended before the merges could lose a worker: make it longer\n" + text
+    assert p.returncode == 0, text
+    assert "on workers' disks" in text, text  # each worker's runs in its own local directory
+    np.testing.assert_array_equal(read_records(out), records_reference(read_records(src)))
+    assert not any(left.values()), left
+    assert not [q for home in homes for q in home.rglob("dsort-runs-*")]
 
 
 def test_losing_the_last_worker_without_a_nanny_fails_in_bounded_time(tmp_path):
