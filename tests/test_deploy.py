@@ -100,20 +100,31 @@ class Deployment:
         """``docker compose run --rm SERVICE [ARGS]``: the command to completion."""
         return subprocess.run(self.argv(service, args), cwd=self.tmp, capture_output=True, text=True, timeout=timeout)
 
-    def up(self, *names):
-        """``docker compose up -d NAMES``: each service's command in the background, its output in
-        ``tmp/NAME.log``; then wait (bounded) for a worker to join."""
+    def up(self, *words):
+        """``docker compose up -d [--scale NAME=N] NAMES``: each service's command in the background
+        (N of them where scaled), its output in ``tmp/NAME-I.log``; then wait (bounded) for the
+        workers to join."""
         from distributed import Client
 
         from dsort.tls import security
 
+        scale = {}
+        for a, b in zip(words, words[1:]):
+            if a == "--scale":
+                name, n = b.split("=")
+                scale[name] = int(n)
+        names = [w for i, w in enumerate(words) if not w.startswith("-") and (i == 0 or words[i - 1] != "--scale")]
         for name in names:
-            log = open(self.tmp / f"{name}.log", "w")
-            self.procs.append(subprocess.Popen(self.argv(name), cwd=self.tmp, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
-            log.close()
+            for i in range(scale.get(name, 1)):
+                log = open(self.tmp / f"{name}-{i}.log", "w")
+                self.procs.append(
+                    subprocess.Popen(self.argv(name), cwd=self.tmp, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                )
+                log.close()
+        self.workers = scale.get("worker", 1)
         try:
             with Client(self.address, security=security(self.paths["/tls"]), timeout="60s") as c:
-                c.wait_for_workers(1, timeout=60)
+                c.wait_for_workers(self.workers, timeout=60)
         except Exception as e:
             logs = "\n".join(f"--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(self.tmp.glob("*.log")))
             raise AssertionError(f"the deployment did not come up ({e!r}):\n{logs}") from None
@@ -150,7 +161,7 @@ def deployment(request, tmp_path_factory):
             assert verb == "run" and words[0] == "--rm", words
             done = d.run(words[1], words[2:])
             assert done.returncode == 0, done.stdout + done.stderr
-        d.up(*[w for w in steps[up][1] if not w.startswith("-")])
+        d.up(*steps[up][1])
         d.rest = steps[up + 1 :]
         yield d
     finally:
@@ -170,7 +181,7 @@ def test_the_readme_session_on_local_processes(deployment):
         assert done.returncode == 0, f"{shlex.join(words)}:\n{out}"
         ran.append(words[2:4])
         if words[3] == "sort":
-            assert f"the cluster at {deployment.address}" in out and "OK: wrote" in out, out
+            assert f"the cluster at {deployment.address}: {deployment.workers} workers" in out and "OK: wrote" in out, out
             ins, outs = (line.split() for line in out.splitlines() if line.startswith(("input ", "output ")))
             assert ins[1:] == outs[1:] and ins[1] == f"{int(RECORDS):,}", out
         if words[3] == "check":
