@@ -4,8 +4,8 @@ never the number of chunks or partitions.
 A collection of P chunks (partitions) sorted into Q output chunks would cost P x Q tasks (or
 slices) if every chunk were a run and every output a merge: 4096 small chunks would make 16
 million. Here consecutive chunks are sorted together into R runs (:func:`array_runs`,
-:func:`frame_runs`), consecutive outputs are merged together in as many groups
-(:func:`merge_groups`), and each output chunk is then a plain piece of its group's result. R
+:func:`frame_runs`), consecutive outputs are merged together in as many groups (at least
+:data:`MIN_GROUPS`; :func:`merge_groups`, :func:`output_groups`), and each output chunk is then a plain piece of its group's result. R
 comes from the worker threads (every one busy) and the data's size (no run below
 ``dsort.scale.min-run``; an external sort's runs bounded by ``dsort.scale.external-run``), so a
 sort builds O(P + Q) tasks and R x R slices, whatever P and Q are.
@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 
 from . import config, plan
+
+MIN_GROUPS = 8  # merge groups at least (where there are as many outputs): see merge_groups
 
 
 def threads() -> int:
@@ -68,9 +70,6 @@ def output_groups(sizes, runs: int) -> list:
     """Output chunks of ``sizes`` rows in consecutive merge groups of about equal rows: as many as
     the runs, at least :data:`MIN_GROUPS` (see :func:`merge_groups`)."""
     return plan.groups(sizes, max(1, runs, MIN_GROUPS))
-
-
-MIN_GROUPS = 8  # merge groups at least (where there are as many outputs): see merge_groups
 
 
 def merge_groups(outputs: int, runs: int) -> list:
