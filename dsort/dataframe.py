@@ -219,17 +219,24 @@ class _Graph:
             self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
             for i in range(len(self.sorted))
         ]
-        outputs = []
-        for g, (a, b) in enumerate(groups):
-            key = (T.name(T.MERGE, self.token), g)
+        merges = []
+        for g in range(len(groups)):
             pieces = [T.ref((slices, g, i)) for i in range(len(self.sorted))]
             ready_refs = list(map(T.ref, ready))
-            self._add(key, F.merge_after, ready_refs, self.df._meta, T.ref(cuts), g, self.ignore_index, self.device, *pieces)
-            if b - a == 1:
-                outputs.append(key)
-                continue
-            for t in range(a, b):
-                outputs.append(self._add((T.name(T.PIECE, self.token), t), F.piece, T.ref(key), sizes, t, a))
+            merges.append(
+                self._add(
+                    (T.name(T.MERGE, self.token), g),
+                    F.merge_after,
+                    ready_refs,
+                    self.df._meta,
+                    T.ref(cuts),
+                    g,
+                    self.ignore_index,
+                    self.device,
+                    *pieces,
+                )
+            )
+        outputs = _pieces(self.dsk, self.token, merges, groups, sizes)
         return _collection(self.df, self.dsk, self.df._meta, divisions, outputs, self.token)
 
     def persist_cuts(self):
@@ -254,6 +261,21 @@ class _Graph:
         keys = [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
         graph = self.graph()
         return dask.compute(*[Delayed(k, graph) for k in keys])
+
+
+def _pieces(dsk: dict, token: str, merges, groups, sizes) -> list:
+    """The output partitions' task keys: merge ``g`` itself where its group ``(a, b)`` is one
+    output, else a piece task of it per output (added to ``dsk``); ``sizes``: every output's rows
+    (or a reference to them)."""
+    outputs = []
+    for key, (a, b) in zip(merges, groups):
+        if b - a == 1:
+            outputs.append(key)
+            continue
+        for t in range(a, b):
+            outputs.append((T.name(T.PIECE, token), t))
+            dsk[outputs[-1]] = T.task(outputs[-1], F.piece, T.ref(key), sizes, t, a)
+    return outputs
 
 
 def _collection(df, dsk: dict, meta, divisions, keys, token: str):
@@ -486,17 +508,10 @@ def sort_values_external(
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
     sizes = T.name(T.SIZES, tok)
     dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
-    outputs = []
-    for g, (a, b) in enumerate(groups):
-        key = (T.name(T.MERGE, tok), g)
+    merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
+    for g, key in enumerate(merges):
         dsk[key] = T.task_beside(key, T.beside(runs, g, len(groups)), merge, job, T.ref(cut), g, *extra)
-        if b - a == 1:
-            outputs.append(key)
-            continue
-        for t in range(a, b):
-            outputs.append((T.name(T.PIECE, tok), t))
-            dsk[outputs[-1]] = T.task(outputs[-1], F.piece, T.ref(key), T.ref(sizes), t, a)
-    return _collection(df, dsk, df._meta, None, outputs, tok)
+    return _collection(df, dsk, df._meta, None, _pieces(dsk, tok, merges, groups, T.ref(sizes)), tok)
 
 
 class _FrameAccessor:

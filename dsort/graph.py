@@ -230,8 +230,7 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         value_dtype, value_shape = values.dtype, tuple(values.shape[1:])
     else:
         value_dtype, value_shape = None, ()
-    value_bytes = 0 if value_dtype is None else value_dtype.itemsize * int(np.prod(value_shape, dtype=np.int64))
-    layout = R.Layout(key_bytes + value_bytes, key_bytes, None if byte_rows else keys.dtype.str)
+    layout = R.Layout(_row_bytes(keys, values, positions), key_bytes, None if byte_rows else keys.dtype.str)
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     run_rows = [int(sum(sizes[a:b])) for a, b in groups]
     return external.ArrayJob(
