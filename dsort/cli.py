@@ -286,8 +286,11 @@ def _build_kernels(args) -> int:
 
     if not device.has_gpu():
         raise InputError("no CUDA device is visible (or CuPy is missing): the kernels are built for the GPU they run on")
-    from .engine import _cuda, cupy_engine
+    from .engine import _cuda, crc, cupy_engine
 
+    t = time.perf_counter()
+    crc.warm()
+    print(f"compiled the CPU record checksum in {time.perf_counter() - t:.1f} s into numba's cache")
     t = time.perf_counter()
     n = cupy_engine.compile_all(args.jobs)
     print(f"built {n} kernels for {_cuda.arch()} in {time.perf_counter() - t:.1f} s into {_cuda.cache_dir()}")

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import valsort
+from .engine import crc
 from . import config
 from .io.errors import InputError
 
@@ -520,6 +521,8 @@ def _sort_fixed(
             8 << 30 if gpu else 0,
             f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
         )
+    if not res.gpus and client is None and nbytes > crc.SMALL_BYTES:
+        crc.warm_in_background()  # the record checksum's compiled loop, while the job is set up
     t0, t_valid = clock
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
