@@ -173,11 +173,16 @@ def _fmt(n) -> str:
     return format_bytes(int(n))
 
 
-def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
+def sizes(res: Resources, row_bytes: int, chunk_size: int | None, nbytes: int | None = None):
     """``(rows per block, rows per output range, host bytes for runs, device bytes for runs, GPU
     tasks at once per GPU)`` from the budgets: half of each holds runs, the other half the tasks
     at work (a task needs about three times its block: the rows, their sorted copy, keys and
-    positions). On a GPU, fewer tasks at once when its budget is small, so blocks stay large."""
+    positions). On a GPU, fewer tasks at once when its budget is small, so blocks stay large.
+    On the CPU, when the input (``nbytes``) is larger than half the host budget its runs go to
+    disk anyway: runs keep an eighth, the tasks the rest, so that blocks are larger and the
+    merges read fewer, longer slices (runs x ranges slices: 3 GB in 715 MiB on 16 threads made
+    384 x 384 of them, 147,000 reads)."""
+    host_runs = _host_runs(res, nbytes)
     gpu_tasks = 0
     min_block = config.nbytes("file-sort.min-block")
     if res.gpus:
@@ -186,7 +191,7 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
         block = min(config.nbytes("file-sort.gpu-block"), work // gpu_tasks // 3)
         smallest = ("--device-memory-limit", min_block * 3 * 2 * gpu_tasks, "per GPU")
     else:
-        block = min(config.nbytes("file-sort.cpu-block"), res.host_budget // 2 // res.threads // 3)
+        block = min(config.nbytes("file-sort.cpu-block"), (res.host_budget - host_runs) // res.threads // 3)
         smallest = ("--memory-limit", min_block * 3 * 2 * res.threads, f"in all for {res.threads} threads")
     if chunk_size:
         block = int(chunk_size)
@@ -198,7 +203,14 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None):
             f"the smallest workable total is {_fmt(need)} {per}"
         )
     rows = max(1, block // row_bytes)
-    return rows, rows, res.host_budget // 2, res.device_budget // 2 if res.gpus else 0, gpu_tasks
+    return rows, rows, host_runs, res.device_budget // 2 if res.gpus else 0, gpu_tasks
+
+
+def _host_runs(res: Resources, nbytes: int | None) -> int:
+    """Host bytes that hold runs (:func:`sizes`)."""
+    if not res.gpus and nbytes is not None and nbytes > res.host_budget // 2:
+        return res.host_budget // 8
+    return res.host_budget // 2
 
 
 def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size, gpu_tasks: int):
@@ -210,7 +222,7 @@ def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_siz
     if gpu_tasks:
         room = res.device_budget // 2 // gpu_tasks // 3
     else:
-        room = res.host_budget // 2 // res.threads // 3
+        room = (res.host_budget - _host_runs(res, n * row_bytes)) // res.threads // 3
     if rows < need:
         if chunk_size:
             raise LimitError(
@@ -526,7 +538,7 @@ def _sort_fixed(
     t0, t_valid = clock
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
-    rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size)
+    rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size, nbytes)
     rows_per_block, rows_per_range = _bounded_fan_in(n, layout.row_bytes, rows_per_block, res, chunk_size, gpu_tasks)
     job_id = uuid.uuid4().hex  # 32 hex digits, as dask's tokens: key_split drops them from task names
     base = Path(local_directory).absolute() if local_directory else out.parent

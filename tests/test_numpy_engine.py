@@ -135,3 +135,23 @@ def test_integer_argsort_is_stable_whichever_way_it_goes(rng, dtype, case):
     for descending in (False, True):
         expected = sorted(range(n), key=lambda i: int(x[i]), reverse=descending)
         assert E.argsort(x, descending=descending).tolist() == expected
+
+
+@pytest.mark.parametrize("width", [9, 10, 16, 23])
+@pytest.mark.parametrize("case", ["random", "prefix ties", "many prefix ties", "equal keys", "sorted runs"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_wide_byte_keys_by_their_first_word_then_mended(rng, width, case, descending):
+    """Keys with more than 8 varying byte columns: sorted by their first 8 bytes, runs tied there
+    sorted again (or NumPy's sort where there are many): memcmp's order, stable, both directions."""
+    n = 3000
+    rows = rng.integers(0, 256, (n, width), dtype=np.uint8)
+    if case == "prefix ties":  # a few keys share each of ten first words, differ after them: mended
+        rows[: n // 40, :8] = rows[rng.integers(0, 10, n // 40), :8]
+    elif case == "many prefix ties":  # too many to mend: NumPy's sort
+        rows[:, :8] = rows[rng.integers(0, 5, n), :8]
+    elif case == "equal keys":
+        rows = rows[rng.integers(0, 50, n)]
+    elif case == "sorted runs":  # a merge's input
+        rows = np.concatenate([r[_reference(r, descending)] for r in np.array_split(rows, 7)])
+    got = E.argsort(rows.view(f"S{width}").reshape(-1), descending=descending)
+    assert got.tolist() == _reference(rows, descending)

@@ -20,6 +20,21 @@ def test_cpu_blocks_are_capped_and_half_the_memory_holds_runs():
         assert service.sizes(res, 100, None)[0] == MIB // 100
 
 
+def test_out_of_core_on_the_cpu_the_tasks_get_most_of_the_memory():
+    """Input larger than half the budget: its runs go to disk anyway; runs keep an eighth, so the
+    blocks (and the output ranges) are larger: fewer runs, fewer and longer slices to merge."""
+    res = Resources(threads=16, host_budget=715 * MIB)
+    fits = service.sizes(res, 100, None, nbytes=300 * MIB)
+    spills = service.sizes(res, 100, None, nbytes=3000 * MIB)
+    assert fits[2] == res.host_budget // 2 and spills[2] == res.host_budget // 8
+    assert fits[0] == (res.host_budget - res.host_budget // 2) // 16 // 3 // 100
+    assert spills[0] == (res.host_budget - res.host_budget // 8) // 16 // 3 // 100
+    n = 3000 * MIB // 100
+    assert service._bounded_fan_in(n, 100, spills[0], res, None, 0) == (spills[0], spills[1])
+    gpu = Resources(threads=16, host_budget=715 * MIB, gpus=(0,), device_budget=4 * GIB)
+    assert service.sizes(gpu, 100, None, nbytes=3000 * MIB)[2] == gpu.host_budget // 2  # the GPU's runs: unchanged
+
+
 def test_a_memory_limit_too_small_for_one_block_names_the_smallest_workable():
     res = Resources(threads=4, host_budget=10 * MIB)
     with pytest.raises(LimitError, match=r"--memory-limit: 10.00 MiB is too small .* smallest workable total is 24.00 MiB in all for 4"):

@@ -107,14 +107,40 @@ def _packed(s: np.ndarray) -> np.ndarray | None:
 
 
 def _argsort(k: np.ndarray) -> np.ndarray:
-    """A stable argsort of an order key, byte keys packed into integers where they fit."""
+    """A stable argsort of an order key, byte keys packed into integers where they fit, else
+    sorted by their first eight bytes (:func:`_argsort_wide`)."""
     if k.dtype.kind == "S" and len(k) > 1:
         packed = _packed(k)
-        if packed is not None:
-            k = packed
+        if packed is None:
+            return _argsort_wide(k)
+        k = packed
     if k.dtype.kind in "iu" and k.dtype.itemsize >= 4 and len(k) > 1:
         return _argsort_integers(k)
     return np.argsort(k, kind="stable")
+
+
+def _argsort_wide(s: np.ndarray) -> np.ndarray:
+    """The stable argsort of byte keys wider than a word: by their first eight bytes as big-endian
+    integers (NumPy sorts those 2-3x faster than byte strings, merges of sorted runs 1.6x), then
+    each run of keys equal in those bytes sorted again by the whole key (stable: its positions
+    are in order). Sort Benchmark keys (10 random bytes) almost never tie in eight; where many
+    do (a common prefix, many equal keys), NumPy's stable sort of the strings."""
+    n, width = len(s), s.dtype.itemsize
+    if width <= 8:
+        return np.argsort(s, kind="stable")
+    prefix = np.ndarray((n,), ">u8", buffer=np.ascontiguousarray(s), strides=(width,)).astype(np.uint64)
+    order = _argsort_integers(prefix)
+    tied = np.flatnonzero(prefix[order[1:]] == prefix[order[:-1]])
+    if not len(tied):
+        return order
+    starts = tied[np.r_[True, tied[1:] != tied[:-1] + 1]]
+    ends = tied[np.r_[tied[1:] != tied[:-1] + 1, True]] + 2
+    if len(starts) > MAX_MENDED_RUNS or len(tied) > n * MENDED_PER_ELEMENT:
+        return np.argsort(s, kind="stable")
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        rows = order[a:b]
+        order[a:b] = rows[np.argsort(s[rows], kind="stable")]
+    return order
 
 
 RUNS_PER_ELEMENT = 1 / 64  # fewer descents than this: sorted runs, which NumPy's timsort merges
