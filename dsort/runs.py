@@ -164,6 +164,7 @@ class RunStore:
             self._data[index] = rows
             return Run(cfg.job, index, n, "host", sample=sample)
         path = self._path(index)
+        self._files.forget(path)  # a run made again (its worker lost): never read through an old handle
         write_file(path, rows)
         return Run(cfg.job, index, n, "disk", path=str(path), sample=sample, worker=self.worker)
 
@@ -252,8 +253,7 @@ class RunStore:
                         elif run.tier == "host":
                             np.copyto(dst, self._data[run.index].reshape(-1)[first + a - at : first + b - at])
                         else:
-                            with open(run.path, "rb", buffering=0) as f:
-                                pread_into(f.fileno(), dst, first + a - at)
+                            self._files.pread_into(run.path, dst, first + a - at)
                     k += 1
 
             flat = dev.upload(total, fill, gpu)
@@ -548,6 +548,11 @@ class _Handles(_Files):
 
     def read(self, path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
         buf = np.empty(rows * row_bytes, np.uint8)
+        self.pread_into(path, buf, offset)
+        return buf.reshape(rows, row_bytes)
+
+    def pread_into(self, path, buf, offset: int) -> None:
+        """Fill ``buf`` from byte ``offset`` of ``path``."""
         with self._lock:
             fd = self._fds.get(path)
             if fd is None:
@@ -561,7 +566,13 @@ class _Handles(_Files):
             raise OSError(f"{path}: {e}") from None
         finally:
             os.close(fd)
-        return buf.reshape(rows, row_bytes)
+
+    def forget(self, path) -> None:
+        """Close ``path``'s handle, if open (the file is about to be written again)."""
+        with self._lock:
+            fd = self._fds.pop(path, None)
+        if fd is not None:
+            os.close(fd)
 
     def close(self) -> None:
         with self._lock:

@@ -417,6 +417,8 @@ def sort_files(
     stream = stream or sys.stdout
     t0 = time.perf_counter()
     startup = _process_age()
+    if cpu and client is None and scheduler is None:
+        crc.warm_in_background()  # the CPU's record checksum, loading while the input is validated
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)

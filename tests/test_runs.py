@@ -172,3 +172,22 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     while config.job in R._watched and time.monotonic() < deadline:
         time.sleep(0.05)
     assert config.job not in R._watched
+
+
+def test_read_handles_are_kept_and_forgotten_when_a_run_is_written_again(tmp_path):
+    """A run file read through the store's kept handle, then written again as a new file at the same
+    path (a run made again): the next read sees the new rows, never the old file's."""
+    from dsort.runs import _Handles
+
+    h = _Handles()
+    path = str(tmp_path / "run")
+    old = np.arange(40, dtype=np.uint8).reshape(10, 4)
+    old.tofile(path)
+    np.testing.assert_array_equal(h.read(path, 8, 3, 4), old[2:5])
+    os.unlink(path)  # the file replaced by a new one at the same path
+    new = old[::-1].copy()
+    h.forget(path)
+    new.tofile(path)
+    np.testing.assert_array_equal(h.read(path, 8, 3, 4), new[2:5])
+    h.close()
+    assert not h._fds
