@@ -58,6 +58,17 @@ def warm() -> None:
     crc32_rows_into(np.zeros((4, 8), np.uint8), tables(), np.empty(4, np.uint32))
 
 
+def wait_loaded() -> bool:
+    """Wait for a :func:`warm_in_background` still loading; True if there was one to wait for (a
+    job times that wait as its own stage, apart from the checksums)."""
+    with _lock:
+        t = _warming[0] if _warming else None
+    if t is None or not t.is_alive():
+        return False
+    t.join()
+    return True
+
+
 _warming: list[threading.Thread] = []
 _lock = threading.Lock()
 
