@@ -417,11 +417,11 @@ def sort_files(
     stream = stream or sys.stdout
     t0 = time.perf_counter()
     startup = _process_age()
-    if cpu and client is None and scheduler is None:
-        crc.warm_in_background()  # the CPU's record checksum, loading while the input is validated
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
+    if cpu and client is None and scheduler is None and sum(os.path.getsize(f) for f in files) > crc.LOAD_BYTES:
+        crc.warm_in_background()  # the CPU's record checksum, loading while the job is set up
     clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:
         from .cluster import open_client
@@ -535,7 +535,7 @@ def _sort_fixed(
             8 << 30 if gpu else 0,
             f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
         )
-    if not res.gpus and client is None and nbytes > crc.SMALL_BYTES:
+    if not res.gpus and client is None and nbytes > crc.LOAD_BYTES:
         crc.warm_in_background()  # the record checksum's compiled loop, while the job is set up
     t0, t_valid = clock
     t_res = time.perf_counter()

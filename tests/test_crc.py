@@ -8,11 +8,19 @@ import pytest
 from dsort.engine import crc
 
 
+@pytest.fixture
+def compiled():
+    """The compiled loop loaded, so that inputs over SMALL_BYTES take it (else up to LOAD_BYTES
+    take the zlib loop)."""
+    crc.warm()
+    assert crc.loaded()
+
+
 def _zlib(rows):
     return np.array([zlib.crc32(r.tobytes()) for r in rows], np.uint32).reshape(len(rows))
 
 
-def test_random_widths_on_both_paths(rng):
+def test_random_widths_on_both_paths(rng, compiled):
     for width in [*range(1, 18), *rng.integers(18, 301, 12)]:
         for n in (1, 2, 3, 4, 5, 7, 8, 9, int(rng.integers(10, 40)), crc.SMALL_BYTES // width + int(rng.integers(1, 9))):
             rows = rng.integers(0, 256, (n, width), dtype=np.uint8)
@@ -20,7 +28,7 @@ def test_random_widths_on_both_paths(rng):
 
 
 @pytest.mark.parametrize("n", [0, 1, 4, 4099])
-def test_edge_shapes(rng, n):
+def test_edge_shapes(rng, n, compiled):
     for width in (0, 1, 100):
         rows = rng.integers(0, 256, (n, width), dtype=np.uint8)
         got = crc.crc32_rows(rows)
@@ -28,7 +36,7 @@ def test_edge_shapes(rng, n):
         np.testing.assert_array_equal(got, _zlib(rows))
 
 
-def test_compiled_path_on_rows_that_are_views(rng):
+def test_compiled_path_on_rows_that_are_views(rng, compiled):
     """Non-contiguous rows (every other record, a column range) and constant bytes."""
     base = rng.integers(0, 256, (40000, 120), dtype=np.uint8)
     for rows in (base[::2, 3:103], base[:, :100][::-1], np.zeros((5000, 100), np.uint8), np.full((5000, 33), 255, np.uint8)):
@@ -43,3 +51,20 @@ def test_tables_are_zlibs():
     for b in (0, 1, 0x80, 255):
         for k in range(4):
             assert zlib.crc32(bytes([b]) + bytes(k), 0xFFFFFFFF) ^ 0xFFFFFFFF == t[k][b]
+
+
+def test_the_loop_is_not_loaded_for_what_the_zlib_loop_does_faster(rng, monkeypatch):
+    """Not loaded: inputs up to LOAD_BYTES take zlib's loop (loading costs more); larger ones load it."""
+    import dsort.engine._crc_jit as jit
+
+    calls = []
+    real = jit.crc32_rows_into
+    monkeypatch.setattr(jit, "crc32_rows_into", lambda *a: calls.append(a[0].size) or real(*a))
+    monkeypatch.setattr(crc, "LOAD_BYTES", 1 << 20)
+    monkeypatch.setattr(crc, "loaded", lambda: False)
+    mid = rng.integers(0, 256, ((1 << 20) // 100, 100), dtype=np.uint8)
+    np.testing.assert_array_equal(crc.crc32_rows(mid), _zlib(mid))
+    assert calls == []
+    big = rng.integers(0, 256, ((1 << 20) // 100 + 1, 100), dtype=np.uint8)
+    np.testing.assert_array_equal(crc.crc32_rows(big), _zlib(big))
+    assert calls == [big.size]

@@ -7,20 +7,24 @@ byte or two in tables no cache holds (0.2-0.5 GB/s); the loop here is compiled b
 L1), four records at a time so their lookups overlap, without the GIL so that threads scale. About
 6 GB/s per core on 100-byte records, against 0.16-0.5 GB/s before.
 
-Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import (0.1 s), no compiled
-function to load, a fraction of a microsecond per record. The GPU's checksum is in
+Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
+load, a fraction of a microsecond per record; so do inputs up to :data:`LOAD_BYTES` while the loop
+is not loaded (a job that will checksum more starts loading it in the background). The GPU's checksum is in
 :mod:`dsort.valsort` (table lookups there are cheap).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 import threading
 import zlib
 
 import numpy as np
 
-SMALL_BYTES = 1 << 16  # inputs up to this many bytes take the zlib loop
+SMALL_BYTES = 1 << 16  # inputs up to this many bytes take the zlib loop, always
+LOAD_BYTES = 32 << 20  # and up to this many while the compiled loop is not loaded: loading it
+# (numba's import and cache, 0.3 s to 2 s by machine) costs more than the loop's 0.2-0.5 GB/s
 
 
 @functools.lru_cache(maxsize=1)
@@ -41,7 +45,7 @@ def tables() -> np.ndarray:
 def crc32_rows(rows: np.ndarray) -> np.ndarray:
     """uint32 CRC-32 of each row of a 2-D ``uint8`` NumPy array, equal to ``zlib.crc32(row)``."""
     n = rows.shape[0]
-    if rows.size <= SMALL_BYTES:
+    if rows.size <= SMALL_BYTES or (rows.size <= LOAD_BYTES and not loaded()):
         rows = np.ascontiguousarray(rows)
         return np.fromiter((zlib.crc32(r) for r in rows), np.uint32, n)
     from ._crc_jit import crc32_rows_into
@@ -49,6 +53,11 @@ def crc32_rows(rows: np.ndarray) -> np.ndarray:
     out = np.empty(n, np.uint32)
     crc32_rows_into(np.ascontiguousarray(rows), tables(), out)
     return out
+
+
+def loaded() -> bool:
+    """Whether the compiled loop is loaded in this process."""
+    return "dsort.engine._crc_jit" in sys.modules and not (_warming and _warming[0].is_alive())
 
 
 def warm() -> None:
