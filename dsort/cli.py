@@ -322,6 +322,7 @@ def _warm_up() -> None:
                     Path(d, "out" + src.suffix),
                     descending=descending,
                     overwrite=True,
+                    cpu=False,  # small inputs: on the GPU all the same
                     progress=False,
                     stream=io.StringIO(),
                     chunk_size=min_block,
@@ -329,7 +330,7 @@ def _warm_up() -> None:
         gen.records(1000, inputs[0])  # and one run, one range: what a small input takes
         gen.npy(1000, inputs[5], dtype="int64")
         for src in (inputs[0], inputs[5]):
-            sort_files(src, Path(d, "out" + src.suffix), overwrite=True, progress=False, stream=io.StringIO())
+            sort_files(src, Path(d, "out" + src.suffix), overwrite=True, cpu=False, progress=False, stream=io.StringIO())
 
 
 # -- dsort tls -------------------------------------------------------------------------------------
@@ -362,7 +363,15 @@ def _cluster_options(p, embedded_only=False):
     g = p.add_argument_group("where it runs (dask's own option names)")
     if not embedded_only:
         _scheduler_options(g)
-    g.add_argument("--cpu", action="store_true", help="sort on the CPU even where a GPU is visible")
+    engine = g.add_mutually_exclusive_group()
+    engine.add_argument("--cpu", dest="cpu", action="store_const", const=True, help="sort on the CPU even where a GPU is visible")
+    engine.add_argument(
+        "--gpu",
+        dest="cpu",
+        action="store_const",
+        const=False,
+        help="sort on the GPUs even an input too small to pay for them (default: inputs under dsort.file-sort.gpu-min-input go to the CPU)",
+    )
     g.add_argument("--n-workers", type=_positive, help="workers: GPUs to use (default: all visible), or CPU workers")
     g.add_argument("--threads-per-worker", type=_positive, help="threads per worker")
     g.add_argument(

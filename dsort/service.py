@@ -129,8 +129,10 @@ def parse_size(value, whole: int | None = None, what: str = "size") -> int | Non
     return int(value)
 
 
-def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=False) -> Resources:
-    """The embedded executor's threads, GPUs and budgets from dask's cluster options."""
+def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None) -> Resources:
+    """The embedded executor's threads, GPUs and budgets from dask's cluster options. ``cpu``:
+    True for CPU workers, False for the GPUs (an error where none is visible), None for the GPUs
+    where any is visible."""
     from .engine import device as dev
 
     cpus = os.cpu_count() or 1
@@ -138,6 +140,8 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
         if v is not None and v < 1:
             raise LimitError(f"{name} must be at least 1, got {v}")
     visible = 0 if cpu else dev.gpu_count()
+    if cpu is False and not visible:
+        raise LimitError("--gpu: no CUDA device is visible (or CuPy is missing); leave it out to sort on the CPU")
     if visible and n_workers is not None and n_workers > visible:
         raise LimitError(
             f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; pass --cpu for CPU workers"
@@ -165,6 +169,16 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
     where += f" on {len(gpus)} GPU(s), device memory {_fmt(device_budget)} each" if gpus else " on the CPU"
     where += f", host memory {_fmt(host)}"
     return Resources(threads, host, gpus, device_budget, where)
+
+
+def on_cpu(cpu, nbytes: int, device_memory_limit=None) -> bool:
+    """Whether an embedded sort of ``nbytes`` of input runs on the CPU: ``cpu`` where it is given
+    (True: ``--cpu``, False: ``--gpu``); else where the input is under
+    ``dsort.file-sort.gpu-min-input``, as starting a GPU costs more than such a whole sort on the
+    CPU, unless a ``device_memory_limit`` asks for the GPU."""
+    if cpu is not None:
+        return bool(cpu)
+    return device_memory_limit is None and nbytes < config.nbytes("file-sort.gpu-min-input")
 
 
 def _fmt(n) -> str:
@@ -389,7 +403,7 @@ def sort_files(
     memory_limit="auto",
     device_memory_limit=None,
     local_directory=None,
-    cpu=False,
+    cpu=None,
     security=None,
     progress=True,
     stream=None,
@@ -407,7 +421,9 @@ def sort_files(
     ``security``: a ``distributed.security.Security`` or a directory made by ``dsort tls``); else
     embedded threads with
     ``n_workers``, ``threads_per_worker``, ``memory_limit`` (per worker), ``device_memory_limit``
-    (per GPU; bytes or a fraction), ``cpu`` (no GPU). ``local_directory``: where runs that do not
+    (per GPU; bytes or a fraction), ``cpu`` (True: no GPU; False: the GPUs, an error where none is
+    visible; None: the GPUs, but inputs under ``dsort.file-sort.gpu-min-input`` on the CPU: see
+    :func:`on_cpu`). ``local_directory``: where runs that do not
     fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per block and output range
     (default: from the limits).
 
@@ -420,8 +436,13 @@ def sort_files(
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
-    if cpu and client is None and scheduler is None and sum(os.path.getsize(f) for f in files) > crc.LOAD_BYTES:
-        crc.warm_in_background()  # the CPU's record checksum, loading while the job is set up
+    small = False  # the CPU chosen for an input too small to pay for a GPU
+    if client is None and scheduler is None:
+        input_bytes = sum(os.path.getsize(f) for f in files)
+        if cpu is None and on_cpu(None, input_bytes, device_memory_limit):
+            cpu = small = True  # else None: the GPUs where any is visible
+        if cpu and input_bytes > crc.LOAD_BYTES:
+            crc.warm_in_background()  # the CPU's record checksum, loading while the job is set up
     clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:
         from .cluster import open_client
@@ -469,6 +490,7 @@ def sort_files(
             stream,
             clock,
             startup,
+            small,
         )
     finally:
         if own_client is not None:
@@ -496,6 +518,7 @@ def _sort_fixed(
     stream,
     clock,
     startup,
+    small=False,
 ):
     from . import filesort as F
     from . import io, plan
@@ -520,6 +543,8 @@ def _sort_fixed(
             device_memory_limit=device_memory_limit,
             cpu=cpu,
         )
+        if small:
+            res.described += f" (under dsort.file-sort.gpu-min-input, {config.get('file-sort.gpu-min-input')}: --gpu for the GPUs)"
     else:
         info = client.scheduler_info()["workers"].values()
         if not info:

@@ -29,12 +29,12 @@ def test_build_kernels_fills_the_cache_and_the_first_sort_compiles_nothing(tmp_p
 
     src, dst = tmp_path / "in.bin", tmp_path / "out.bin"
     assert run("gen", "records", "5000", str(src)).returncode == 0
-    first = run("sort", str(src), str(dst))
+    first = run("sort", str(src), str(dst), "--gpu")  # a small input: on the CPU by default
     assert first.returncode == 0, first.stderr
     assert "first use of dsort's kernels" in first.stdout  # an empty cache: this run compiles
     built = run("build-kernels", "--jobs", "4")
     assert built.returncode == 0 and "built" in built.stdout, built.stderr
-    again = run("sort", str(src), str(dst), "--overwrite")
+    again = run("sort", str(src), str(dst), "--overwrite", "--gpu")
     assert again.returncode == 0, again.stderr
     assert "first use" not in again.stdout
     assert run("check", str(dst)).returncode == 0

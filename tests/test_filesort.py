@@ -320,3 +320,57 @@ def test_a_merge_fetches_other_workers_slices_before_it_takes_its_gpu_slot(tmp_p
     gen.records(20_000, src, skew=True)
     sort_files(src, tmp_path / "out.bin", cpu=True, chunk_size=200_000, progress=False, stream=open(os.devnull, "w"))
     assert len(holding) >= 10 and not any(holding), holding
+
+
+# -- which engine: small inputs on the CPU unless --gpu -------------------------------------------
+
+
+def test_on_cpu_chooses_the_cpu_for_inputs_under_gpu_min_input():
+    import dask
+
+    from dsort.service import on_cpu
+
+    with dask.config.set({"dsort.file-sort.gpu-min-input": "1MB"}):
+        assert on_cpu(None, 999_999) and not on_cpu(None, 1_000_000)
+        assert on_cpu(True, 10**12) and not on_cpu(False, 0)  # --cpu and --gpu win
+        assert not on_cpu(None, 10, device_memory_limit="1GB")  # a device limit asks for the GPU
+    with dask.config.set({"dsort.file-sort.gpu-min-input": 0}):
+        assert not on_cpu(None, 0)
+
+
+def test_a_small_input_is_sorted_on_the_cpu_without_cuda(tmp_path):
+    """The default engine for 1,000 records: the CPU, said in the "on ..." line, with CuPy never
+    imported (starting CUDA costs more than the whole sort)."""
+    import subprocess
+    import sys
+
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    gen.records(1000, src, seed=3)
+    code = (
+        "import sys, io\n"
+        "from dsort.service import sort_files\n"
+        "s = io.StringIO()\n"
+        f"r = sort_files({str(src)!r}, {str(out)!r}, progress=False, stream=s)\n"
+        "print(r.where)\n"
+        "print('cupy' in sys.modules)\n"
+    )
+    where, cupy = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.splitlines()[-2:]
+    assert "on the CPU" in where and "gpu-min-input" in where, where
+    assert cupy == "False"
+    data = np.fromfile(src, np.uint8).reshape(-1, 100)
+    keys = pd.Series(list(map(bytes, data[:, :10])))
+    np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), data[keys.sort_values(kind="stable").index.to_numpy()])
+
+
+def test_cpu_and_gpu_are_exclusive_and_gpu_needs_a_device(tmp_path, capsys):
+    from dsort.cli import main
+
+    src = tmp_path / "in.bin"
+    gen.records(100, src)
+    with pytest.raises(SystemExit) as e:
+        main(["sort", str(src), str(tmp_path / "out.bin"), "--cpu", "--gpu"])
+    assert e.value.code == 2 and "not allowed with argument" in capsys.readouterr().err
+    if not HAS_GPU:
+        assert main(["sort", str(src), str(tmp_path / "out.bin"), "--gpu"]) == 2
+        assert "--gpu: no CUDA device is visible" in capsys.readouterr().err
+    assert os.listdir(tmp_path) == ["in.bin"]
