@@ -286,14 +286,17 @@ def _build_kernels(args) -> int:
 
     if not device.has_gpu():
         raise InputError("no CUDA device is visible (or CuPy is missing): the kernels are built for the GPU they run on")
-    from .engine import _cuda, crc, cupy_engine
+    from .engine import _aot, _cuda, crc, cupy_engine
 
     t = time.perf_counter()
     crc.warm()
     print(f"compiled the CPU record checksum in {time.perf_counter() - t:.1f} s into numba's cache")
     t = time.perf_counter()
-    n = cupy_engine.compile_all(args.jobs)
-    print(f"built {n} kernels for {_cuda.arch()} in {time.perf_counter() - t:.1f} s into {_cuda.cache_dir()}")
+    if _aot.shipped_all(_cuda.target()):
+        print(f"dsort's kernels for {_cuda.arch()} are shipped, built ahead of time: nothing of dsort's to compile")
+    else:
+        n = cupy_engine.compile_all(args.jobs)
+        print(f"built {n} kernels for {_cuda.arch()} in {time.perf_counter() - t:.1f} s into {_cuda.cache_dir()}")
     t = time.perf_counter()
     _warm_up()
     print(f"sorted small inputs of every kind once (CuPy's own kernels, cached too) in {time.perf_counter() - t:.1f} s")

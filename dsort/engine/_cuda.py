@@ -1,17 +1,17 @@
-"""Loading dsort's CUDA kernels through CuPy: compile once per process, launch.
+"""Loading dsort's CUDA kernels through CuPy: load (or compile) once per process, launch.
 
-Kernels are C++ templates in ``kernels/`` (see its README), compiled by NVRTC with
-``cupy.RawModule`` and instantiated by name; which instantiations, and how each is launched, the
-kernel plans say (:mod:`dsort.engine._kernels`). A module is built the first time it is asked for
-and cached for the process; CuPy also caches the binary on disk, keyed by the code string, which
-therefore carries a digest of every kernel source.
+Kernels are C++ templates in ``kernels/`` (see its README) instantiated by name; which
+instantiations, and how each is launched, the kernel plans say (:mod:`dsort.engine._kernels`). A
+module is loaded the first time it is asked for and cached for the process: from the cubins built
+ahead of time for the device's architecture (:mod:`._aot`) where they are shipped, else compiled by
+NVRTC with ``cupy.RawModule``, which caches the binary on disk, keyed by the code string (carrying a
+digest of every kernel source).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import os
 import threading
 from pathlib import Path
@@ -19,19 +19,10 @@ from pathlib import Path
 import cupy
 import numpy as np
 
-from . import kernel_dir
+from . import _aot, kernel_dir
 from ._kernels import Kernel, Module, Target
 
 NULL = np.uint64(0)  # a null pointer argument (no values)
-
-
-@functools.cache
-def _digest() -> str:
-    h = hashlib.sha256()
-    for path in sorted(kernel_dir().glob("*.cu*")):
-        h.update(path.name.encode())
-        h.update(path.read_bytes())
-    return h.hexdigest()[:16]
 
 
 _build_lock = threading.Lock()  # guards the table of per-module locks and the shared-memory opt-ins
@@ -44,22 +35,29 @@ def _lock_of(key) -> threading.Lock:
 
 
 @functools.cache
-def _module(m: Module) -> cupy.RawModule:
-    code = f"// dsort kernels {_digest()}\n" + "".join(f'#include "{s}"\n' for s in m.sources)
-    return cupy.RawModule(code=code, options=("-std=c++17", f"-I{kernel_dir()}"), name_expressions=list(m.names))
+def _module(m: Module, arch: int) -> tuple[cupy.RawModule, dict]:
+    shipped = _aot.find(m, arch)
+    if shipped is not None:
+        path, lowered = shipped
+        return cupy.RawModule(path=str(path)), lowered
+    options = (*_aot.OPTIONS, f"-I{kernel_dir()}")
+    return cupy.RawModule(code=_aot.code(m), options=options, name_expressions=list(m.names)), {}
 
 
-def module(m: Module) -> cupy.RawModule:
-    """The module ``m`` built, once: threads that need the same module wait for one build; threads
-    that need different ones build them at once (NVRTC releases the GIL), which is what a first use
-    on a fresh machine spends its time on."""
-    with _lock_of(m):
-        return _module(m)
+def module(m: Module) -> tuple[cupy.RawModule, dict]:
+    """The module ``m`` for the current device's architecture, once, and the mangled names of its
+    kernels (empty where CuPy compiled it and maps the names itself): loaded from the shipped
+    cubins, or built; threads that need the same module wait for one build; threads that need
+    different ones build them at once (NVRTC releases the GIL)."""
+    arch = int(cupy.cuda.Device().compute_capability)
+    with _lock_of((m, arch)):
+        return _module(m, arch)
 
 
 @functools.cache
 def _function(m: Module, name: str, device: int):
-    return module(m).get_function(name)
+    mod, lowered = module(m)
+    return mod.get_function(lowered.get(name, name))
 
 
 def function(kernel: Kernel):
@@ -148,7 +146,9 @@ def traced():
 
 
 def _compile_one(m: Module) -> int:
-    module(m).compile()
+    mod, lowered = module(m)
+    if not lowered:  # shipped cubins need no build
+        mod.compile()
     return len(m.names)
 
 
@@ -163,13 +163,13 @@ def arch() -> str:
 
 
 def _built_marker() -> Path:
-    return cache_dir() / f"dsort-{_digest()}-{arch()}.built"
+    return cache_dir() / f"dsort-{_aot.digest()}-{arch()}.built"
 
 
 def kernels_built() -> bool:
-    """True when :func:`compile_all` filled the cache with these kernel sources for this device's
-    architecture (so no run compiles on first use)."""
-    return _built_marker().is_file()
+    """True when no run compiles dsort's kernels on first use: they are shipped for this device
+    (:mod:`._aot`), or :func:`compile_all` filled the cache with them for its architecture."""
+    return _built_marker().is_file() or _aot.shipped_all(target())
 
 
 def compile_all(modules: list[Module], jobs: int | None = None) -> int:
