@@ -152,7 +152,7 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
         watch.lap("read + copy in")
     if gpu is None and crc.wait_loaded():
         watch.lap("load checksum")  # numba's first load in this process (dsort.engine.crc)
-    summary = valsort.Summary(records=n, checksum=valsort.exact_sum(valsort.crc32_rows(rows)), bytes=n * lay.row_bytes)
+    summary = valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * lay.row_bytes)
     sync(gpu)
     watch.lap("checksum")
     return sort_and_keep(job, i, rows, watch, gpu), summary

@@ -16,7 +16,9 @@ in parallel, and the result equals the summary of the whole file.
   of records minus the number of distinct keys).
 
 Every function here takes NumPy or CuPy arrays (the array module is taken from the input), so the
-sort computes its checksums on the device that holds the data.
+sort computes its checksums on the device that holds the data: on a GPU one pass of dsort's
+check kernels (``kernels/kernel_check.cu``, apart from the sort's code) computes the checksum and the
+order counts at once, with the element-wise path below for what they do not take.
 """
 
 from __future__ import annotations
@@ -171,8 +173,18 @@ def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbyt
     n = len(keys)
     if checksums is None:
         rows = as_rows(keys) if rows is None else rows
-        checksums = crc32_rows(rows)
         nbytes = rows.size if nbytes is None else nbytes
+        if xp is not np:
+            from .engine import _checks
+
+            done = _checks.summary(keys, rows, descending)
+            if done is not None:
+                total, wrong, equal, first = done
+                s = Summary(n, total, wrong, equal, first, bytes=int(nbytes or 0))
+                if n:
+                    s.first_key, s.last_key = _host(keys[:1]), _host(keys[-1:])
+                return s
+        checksums = crc32_rows(rows)
     s = Summary(records=n, checksum=exact_sum(checksums), bytes=int(nbytes or 0))
     if n:
         wrong, equal = _pair_order(keys[:-1], keys[1:], descending)
@@ -182,6 +194,18 @@ def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbyt
             s.first_unordered = int(xp.argmax(wrong)) + 1
         s.first_key, s.last_key = _host(keys[:1]), _host(keys[-1:])
     return s
+
+
+def checksum(rows) -> int:
+    """valsort's checksum of 2-D ``uint8`` records: the exact sum of their CRC-32s (one pass of a
+    kernel on a GPU)."""
+    if is_device_array(rows) and len(rows):
+        from .engine import _checks
+
+        done = _checks.crc32_sum(rows)
+        if done is not None:
+            return done
+    return exact_sum(crc32_rows(rows))
 
 
 def exact_sum(h) -> int:

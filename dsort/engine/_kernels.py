@@ -28,12 +28,14 @@ from ._tuning import Tuning
 SORT_SOURCES = ("kernel_mergesort.cu", "kernel_merge.cu")
 SEARCH_SOURCES = ("kernel_search.cu",)
 ROWS_SOURCES = ("kernel_rows.cu",)
+CHECK_SOURCES = ("kernel_check.cu",)
 
 QUERY_THREADS = 256  # CTA of the one-thread-per-query kernels (searches, partitions, byte rows)
 CHECK_THREADS, CHECK_ITEMS = 256, 8  # CTA of k_check_sorted, and the keys each thread reads per tile
 # The sortedness checks run persistent grids (their CTAs stop once the answer is known): this many
 # CTAs per SM keep the memory system busy.
 CHECK_CTAS_PER_SM, ROWS_CHECK_CTAS_PER_SM = 8, 16
+VALSORT_CTAS_PER_SM = 8  # the output checks' persistent grids (kernel_check.cu)
 POSITION_BYTES = 4  # a key's position in its tile (an int), kept beside it by the blocksort
 
 # Key types: NumPy's kind and itemsize -> the C type the kernels compare.
@@ -343,6 +345,39 @@ def rows_plan() -> RowsPlan:
 
 
 # ---------------------------------------------------------------------------------------------
+# The output checks (valsort's): record checksums and the order of consecutive keys.
+
+
+@dataclass(frozen=True, eq=False)
+class CheckPlan:
+    module: Module
+    crc32_sum: Kernel  # sum of the rows' CRC-32s
+    pair_order: types.MappingProxyType  # (C type, descending) -> k_pair_order
+    pair_order_rows: types.MappingProxyType  # descending -> k_pair_order_rows
+
+    def kernels(self) -> tuple[Kernel, ...]:
+        return (self.crc32_sum, *self.pair_order.values(), *self.pair_order_rows.values())
+
+
+@functools.cache
+def check_plan() -> CheckPlan:
+    crc = "dsort::k_crc32_sum"
+    pairs = {(c, d): f"dsort::k_pair_order<{c}, {_cbool(d)}>" for c in sorted(set(_C_OF.values())) for d in (False, True)}
+    rows = {d: f"dsort::k_pair_order_rows<{_cbool(d)}>" for d in (False, True)}
+    module = Module(CHECK_SOURCES, (crc, *pairs.values(), *rows.values()))
+
+    def kernel(name):
+        return Kernel(module, name, QUERY_THREADS, QUERY_THREADS, ctas_per_sm=VALSORT_CTAS_PER_SM)
+
+    return CheckPlan(
+        module,
+        kernel(crc),
+        types.MappingProxyType({k: kernel(n) for k, n in pairs.items()}),
+        types.MappingProxyType({k: kernel(n) for k, n in rows.items()}),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # Everything the engine can launch.
 
 
@@ -357,9 +392,9 @@ def orders() -> list[Order]:
 
 
 def plans(target: Target) -> list:
-    """Every plan of the engine on ``target``: the rows plan, then per key order its search plan and
+    """Every plan of the engine on ``target``: the rows and check plans, then per key order its search plan and
     (keys of 4 bytes or more) its sort plans."""
-    out: list = [rows_plan()]
+    out: list = [rows_plan(), check_plan()]
     for order in orders():
         out.append(search_plan(order))
         if order.key_bytes >= 4:
