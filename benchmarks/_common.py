@@ -32,7 +32,7 @@ def paired_times(fns, repeat=7, warmup=1, setup=None, sync=None):
 
 
 def print_table(rows, columns):
-    widths = [max(len(c), *(len(str(r.get(c, ""))) for r in rows)) for c in columns]
+    widths = [max([len(c), *(len(str(r.get(c, ""))) for r in rows)]) for c in columns]
     line = " | ".join(c.ljust(w) for c, w in zip(columns, widths))
     print("| " + line + " |")
     print("| " + " | ".join("-" * w for w in widths) + " |")

@@ -209,12 +209,17 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
     return plan.boundaries(sizes, cuts), [replace(r, sample=None) for r in runs]
 
 
+GPU_RANKED_SAMPLES = 1 << 20  # from this many samples on, the cuts rank them on a GPU
+
+
 def _samples(job, runs) -> list:
-    """The runs' samples, copied to this worker's GPU where the job sorts on GPUs: a million of
-    them are ranked there in milliseconds, where the host takes a tenth of a second (every GPU
-    idle meanwhile)."""
+    """The runs' samples, copied to this worker's GPU where the job sorts on GPUs and they are many:
+    a million of them are ranked there in milliseconds, where the host takes a tenth of a second
+    (every GPU idle meanwhile); fewer stay on the host, whose ranking costs less than building the
+    dozen CuPy kernels a GPU's takes on a machine's first sort."""
     samples = [r.sample for r in runs]
-    if not (getattr(job, "gpu", False) or getattr(job, "gpus", ())) or not dev.has_gpu():
+    gpu = getattr(job, "gpu", False) or getattr(job, "gpus", ())
+    if not gpu or sum(len(x) for x in samples) < GPU_RANKED_SAMPLES or not dev.has_gpu():
         return samples
     on = chunk.on_gpu(np.concatenate(samples))  # one copy, not one per run
     return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
@@ -289,7 +294,7 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
         return None
     keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
     if lay.payload:
-        rows = engines.take_rows(dev.xp_of(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
+        rows = engines.take_rows(engines.get(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
     else:
         rows = keys if lay.dtype is None else lay.rows_of(keys)
     sync(gpu)

@@ -42,6 +42,7 @@ from pathlib import Path
 
 import numpy as np
 
+from . import engine as engines
 from .engine import device as dev
 
 TIERS = ("shared", "device", "host", "disk")
@@ -62,7 +63,7 @@ class Layout:
         """The sort keys of ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) in the engines'
         spelling: a 1-D array of ``dtype``, or C-contiguous byte rows ``(n, key_bytes)``."""
         if self.key_bytes < self.row_bytes:
-            rows = dev.xp_of(rows).ascontiguousarray(rows[:, : self.key_bytes])
+            rows = engines.contiguous(rows[:, : self.key_bytes])
         return rows if self.dtype is None else rows.view(self.dtype).reshape(-1)
 
     def rows_of(self, keys):

@@ -67,17 +67,36 @@ __device__ __forceinline__ unsigned get_byte<Bytes16>(const Bytes16& k, int i) {
 }
 
 // out[i] = bytes [offset, offset + len) of row perm[i] (row i when perm is null), packed
-// big-endian and zero-padded (every key is padded alike, so the order is memcmp's).
+// big-endian and zero-padded (every key is padded alike, so the order is memcmp's); rows `pitch`
+// bytes apart (a view of wider records, or contiguous rows).
 template <class K, class P>
-__global__ void k_pack_rows(const unsigned char* __restrict__ rows, long long n, int width, int offset, int len,
+__global__ void k_pack_rows(const unsigned char* __restrict__ rows, long long n, long long pitch, int offset, int len,
                             const P* __restrict__ perm, K* __restrict__ out) {
     const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= n) return;
     const long long r = perm ? (long long)perm[i] : i;
-    const unsigned char* src = rows + r * width + offset;
+    const unsigned char* src = rows + r * pitch + offset;
     K k{};
     for (int j = 0; j < len; ++j) put_byte(k, j, src[j]);
     out[i] = k;
+}
+
+// Row i of out = row pos[i * pos_stride] of src (row i where pos is null): `words` words a row,
+// src's rows `pitch` words apart (a view's rows, or a gather's). One thread per word written.
+template <class W, class P>
+__global__ void k_gather_rows(const W* __restrict__ src, long long pitch, const P* __restrict__ pos, long long pos_stride,
+                              long long n, int words, W* __restrict__ out) {
+    const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= n * words) return;
+    const long long i = t / words;
+    const long long r = pos ? (long long)pos[i * pos_stride] : i;
+    out[t] = src[r * pitch + (t - i * words)];
+}
+
+// out[i] = start + i * step: positions (an identity permutation, a reversal) without a CuPy kernel.
+__global__ void k_iota(long long start, long long step, long long n, long long* __restrict__ out) {
+    const long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = start + i * step;
 }
 
 template <class K>

@@ -61,6 +61,21 @@ def test_records_every_tier(tmp_path, engine, tier, n, chunk, rng):
     assert sorted(os.listdir(tmp_path)) == ["in.bin", "out.bin"]  # no runs left
 
 
+@pytest.mark.parametrize("ranked_on_gpu", [False, True])
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cuts_ranked_on_the_host_or_the_gpu(tmp_path, monkeypatch, engine, ranked_on_gpu, rng):
+    """The samples of many runs ranked on a GPU (from dsort.filesort.GPU_RANKED_SAMPLES on) or on
+    the host: the same stable sort."""
+    from dsort import filesort
+
+    monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES", 0 if ranked_on_gpu else 1 << 62)
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    gen.records(30_000, src, seed=int(rng.integers(1 << 30)), skew=True)
+    _sort(src, out, engine, "memory", 200_000)  # 15 runs
+    data = np.fromfile(src, np.uint8).reshape(-1, 100)
+    np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
+
+
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("record_size,key_size", [(100, 10), (20, 20), (24, 3), (40, 17)])
 @pytest.mark.parametrize("descending", [False, True])

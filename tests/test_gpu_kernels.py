@@ -61,3 +61,65 @@ def test_host_copies_overlapping_threads(rng):
         for _ in range(5):
             outs = list(pool.map(lambda i: dv.from_host(a[cuts[i] : cuts[i + 1]]), range(3)))
             assert same(np.concatenate([cupy.asnumpy(o) for o in outs]), a)
+
+
+# -- rows gathered and copied by dsort's kernel (k_gather_rows) --------------------------------
+
+
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [
+        ((0,), "int64"),
+        ((1,), "int8"),
+        ((1000,), "float64"),
+        ((300, 100), "uint8"),
+        ((300, 10), "uint8"),
+        ((257, 3), "uint8"),
+        ((64, 3, 2), "int32"),
+        ((5, 0), "uint8"),
+    ],
+)
+@pytest.mark.parametrize("view", ["whole", "columns", "every other row"])
+@pytest.mark.parametrize("pos", ["none", "int64", "int32", "strided"])
+def test_take_rows_and_copies_equal_numpys(rng, shape, dtype, view, pos):
+    """engine.take_rows (a gather) and _codes.contiguous (a copy) of arrays and their views, with
+    positions of 4 or 8 bytes, contiguous or not: NumPy's fancy indexing, bit for bit."""
+    from dsort import engine
+    from dsort.engine import _codes
+
+    d = cupy.asarray(rng.integers(0, 100, shape).astype(dtype))
+    host = cupy.asnumpy(d)
+    if view == "columns" and d.ndim == 2 and d.shape[1] > 2:
+        d, host = d[:, 1:-1], host[:, 1:-1]
+    elif view == "every other row":
+        d, host = d[::2], host[::2]
+    if pos == "none":
+        got, want = _codes.contiguous(d), host
+        assert got.flags.c_contiguous
+    else:
+        p = rng.integers(0, max(len(host), 1), 2 * len(host) + 1 if len(host) else 0)
+        dp = cupy.asarray(p.astype("int32" if pos == "int32" else "int64"))
+        if pos == "strided":
+            dp, p = cupy.asarray(np.repeat(p, 2))[::2], p
+        got, want = engine.take_rows(d, dp), host[p]
+    assert same(cupy.asnumpy(got), want)
+
+
+@pytest.mark.parametrize("start,stop,step", [(0, 0, 1), (0, 1, 1), (0, 1000, 1), (5, 70_000, 1), (999, -1, -1), (3, 10, 4)])
+def test_arange_equals_numpys(start, stop, step):
+    from dsort.engine import cupy_engine
+
+    assert same(cupy.asnumpy(cupy_engine.arange(start, stop, step)), np.arange(start, stop, step, dtype=np.int64))
+
+
+@pytest.mark.parametrize("shape,dtype", [((7,), "float32"), ((9, 10), "uint8"), ((4, 3, 2), "int64")])
+def test_concatenate_equals_numpys(rng, shape, dtype):
+    """Pieces of any length (empty ones too), views among them, joined by device copies."""
+    from dsort.engine import cupy_engine
+
+    pieces = [rng.integers(0, 100, (n,) + shape[1:]).astype(dtype) for n in (shape[0], 0, 1, 2 * shape[0])]
+    device = [cupy.asarray(p) for p in pieces]
+    device[-1], pieces[-1] = device[-1][::2], pieces[-1][::2]
+    assert same(cupy.asnumpy(cupy_engine.concatenate(device)), np.concatenate(pieces))
+    with pytest.raises(ValueError, match="one dtype"):
+        cupy_engine.concatenate([device[0], device[0].astype("float64")])

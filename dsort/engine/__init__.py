@@ -13,6 +13,8 @@ Both expose the same functions with the same semantics (see :mod:`dsort.engine.k
 ``searchsorted(sorted_keys, probes, side="left", ...)``
     rank probes: how many elements come before (``"left"``) or not after (``"right"``) each probe.
 ``is_sorted(keys, descending=False, na_position="last")``
+``contiguous(x)``, ``concatenate(arrays)``, ``arange(start, stop, step=1)``, ``take_rows``
+    (CuPy's: dsort's kernels and copies, so a sort builds no CuPy kernel).
 
 The engine is chosen from the array's type, never from a global flag: :func:`get`.
 """
@@ -41,20 +43,23 @@ def get(array):
 def take_rows(values, positions):
     """``values[positions]`` along axis 0, each row moved as one piece: rows of NumPy arrays as
     single ``V`` items (NumPy's fancy indexing of a 2-D array copies byte by byte, several times
-    slower), rows of CuPy arrays as the widest words that divide them."""
-    if isinstance(values, np.ndarray) and values.ndim == 1:
-        return host.take(values, positions)
-    if values.ndim == 1 or not len(values):
-        return values[positions]
-    width = values.dtype.itemsize * int(np.prod(values.shape[1:]))
-    flat = values.reshape(len(values), -1)
+    slower), rows of CuPy arrays by dsort's gather kernel, as the widest words that divide them.
+    ``positions``: non-negative."""
     if isinstance(values, np.ndarray):
-        one = np.ascontiguousarray(flat).view(f"V{width}").reshape(-1)
+        if values.ndim == 1:
+            return host.take(values, positions)
+        if not len(values):
+            return values[positions]
+        width = values.dtype.itemsize * int(np.prod(values.shape[1:]))
+        one = np.ascontiguousarray(values.reshape(len(values), -1)).view(f"V{width}").reshape(-1)
         return host.take(one, positions).view(values.dtype).reshape((len(positions),) + values.shape[1:])
-    word = next(w for w in (8, 4, 2, 1) if width % w == 0)
-    xp = get(values).xp
-    wide = xp.ascontiguousarray(flat).view(f"u{word}")
-    return wide[positions].view(values.dtype).reshape((len(positions),) + values.shape[1:])
+    return get(values).take_rows(values, positions)
+
+
+def contiguous(x):
+    """``x`` C-contiguous (itself where it is): NumPy's copy, or dsort's gather kernel on a GPU
+    (no CuPy kernel built)."""
+    return get(x).contiguous(x)
 
 
 def kernel_dir() -> Path:

@@ -57,6 +57,7 @@ KEY_BYTES = {c: int(code[1:]) for code, c in _C_OF.items()} | {BYTES16: 16}
 FLOATS = ("float", "double")
 ROW_WORDS = {8: "unsigned long long", 16: BYTES16}  # byte keys packed into one word of this many bytes
 VALUE_TYPES = {4: "unsigned int", 8: "unsigned long long"}  # values ride along as unsigned words of their size
+GATHER_WORDS = {1: "unsigned char", 2: "unsigned short", **VALUE_TYPES}  # rows move as the widest that divides them
 _INT64 = "long long"  # what argsort's last write turns 4-byte positions into
 _NO_VALUE = "dsort::NoValue"
 
@@ -309,29 +310,36 @@ def sort_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> Sor
 class RowsPlan:
     module: Module
     pack: types.MappingProxyType  # (word bytes, permutation bytes) -> k_pack_rows
+    gather: types.MappingProxyType  # (word bytes, position bytes) -> k_gather_rows
     unpack: types.MappingProxyType  # word bytes -> k_unpack_rows
     merge_path: types.MappingProxyType  # descending -> k_rows_merge_path
     check: types.MappingProxyType  # descending -> k_rows_check (persistent)
     searchsorted: types.MappingProxyType  # (descending, right) -> k_rows_searchsorted
+    iota: Kernel  # int64 positions start + i * step
 
     def kernels(self) -> tuple[Kernel, ...]:
-        return tuple(k for table in (self.pack, self.unpack, self.merge_path, self.check, self.searchsorted) for k in table.values())
+        tables = (self.pack, self.gather, self.unpack, self.merge_path, self.check, self.searchsorted)
+        return tuple(k for table in tables for k in table.values()) + (self.iota,)
 
 
 @functools.cache
 def rows_plan() -> RowsPlan:
-    tables = {"pack": {}, "unpack": {}, "merge_path": {}, "check": {}, "searchsorted": {}}
+    tables = {"pack": {}, "gather": {}, "unpack": {}, "merge_path": {}, "check": {}, "searchsorted": {}}
     for word, ktype in ROW_WORDS.items():
         for perm, ptype in VALUE_TYPES.items():
             tables["pack"][word, perm] = f"dsort::k_pack_rows<{ktype}, {ptype}>"
         tables["unpack"][word] = f"dsort::k_unpack_rows<{ktype}>"
+    for word, wtype in GATHER_WORDS.items():
+        for pos, ptype in VALUE_TYPES.items():
+            tables["gather"][word, pos] = f"dsort::k_gather_rows<{wtype}, {ptype}>"
     for desc in (False, True):
         d = _cbool(desc)
         tables["merge_path"][desc] = f"dsort::k_rows_merge_path<{d}>"
         tables["check"][desc] = f"dsort::k_rows_check<{d}>"
         for right in (False, True):
             tables["searchsorted"][desc, right] = f"dsort::k_rows_searchsorted<{d}, {_cbool(right)}>"
-    module = Module(ROWS_SOURCES, tuple(n for table in tables.values() for n in table.values()))
+    iota = "dsort::k_iota"
+    module = Module(ROWS_SOURCES, tuple(n for table in tables.values() for n in table.values()) + (iota,))
 
     def kernel(role, name):
         if role == "check":
@@ -341,6 +349,7 @@ def rows_plan() -> RowsPlan:
     return RowsPlan(
         module,
         **{role: types.MappingProxyType({key: kernel(role, name) for key, name in table.items()}) for role, table in tables.items()},
+        iota=_per_query(module, iota),
     )
 
 

@@ -54,4 +54,4 @@ def merge(a, b, a_values, b_values, descending: bool, na_first: bool):
         return keys
     if mode is P.Mode.CARRY:
         return keys, vout.view(a_values.dtype)
-    return keys, cupy.concatenate([a_values, b_values])[vout]
+    return keys, _codes.gather_rows(_codes.concatenate([a_values, b_values]), vout)

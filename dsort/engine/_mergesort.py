@@ -74,7 +74,7 @@ def sorting_permutation(keys, descending: bool, na_first: bool, int64_out: bool 
     """Stable sorting permutation (index dtype for n, or int64) and, when cheap, the sorted keys
     (else None)."""
     if _codes.wide_rows(keys):
-        rows = cupy.ascontiguousarray(keys)
+        rows = keys  # a view of wider records will do: the packing reads each row where it is
         perm = None
         for offset in reversed(range(0, rows.shape[1], 16)):  # least significant slice first
             coded = _codes.pack(rows, offset, min(16, rows.shape[1] - offset), perm)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from . import _codes
 from . import _cuda as C
 from . import _kernels as P
 from . import keys as K
@@ -28,7 +29,7 @@ def check_flags(keys, descending: bool, na_first: bool, copy: bool = False):
     dup = None
     if K.is_byte_rows(keys):
         kern = P.rows_plan().check[bool(descending)]
-        args = (cupy.ascontiguousarray(keys), np.int64(n), np.int32(keys.shape[1]), flags)
+        args = (_codes.contiguous(keys), np.int64(n), np.int32(keys.shape[1]), flags)
         C.launch(kern, kern.grid(n, C.sm_count()), args)
     else:
         keys = cupy.ascontiguousarray(keys)

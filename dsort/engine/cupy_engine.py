@@ -81,9 +81,9 @@ def argsort(keys, descending=False, na_position="last"):
     n = len(keys)
     how, _ = _presorted(keys, descending, na_first)
     if how == "sorted":
-        return cupy.arange(n, dtype=cupy.int64)
+        return arange(0, n)
     if how == "reversed":
-        return cupy.arange(n - 1, -1, -1, dtype=cupy.int64)
+        return arange(n - 1, -1, -1)
     perm, _ = sorting_permutation(keys, descending, na_first, int64_out=True)
     return perm.astype(cupy.int64, copy=False)
 
@@ -97,8 +97,8 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     na_first = K.check_merge(a, b, a_values, b_values, na_position)
     if len(a) and len(b) and not _codes.wide_rows(a):
         return _merge.merge(a, b, a_values, b_values, descending, na_first)
-    keys = cupy.concatenate([a, b])
-    values = cupy.concatenate([a_values, b_values]) if a_values is not None else None
+    keys = concatenate([a, b])
+    values = concatenate([a_values, b_values]) if a_values is not None else None
     if len(a) and len(b):  # wide byte keys: a stable sort of the concatenation is the merge
         perm, _ = sorting_permutation(keys, descending, na_first)
         keys, values = keys[perm], (values[perm] if values is not None else None)
@@ -134,6 +134,26 @@ def is_sorted(keys, descending=False, na_position="last") -> bool:
     if len(keys) < 2:
         return True
     return _search.check_flags(keys, descending, na_first)[0]
+
+
+def contiguous(x):
+    """``x`` C-contiguous (itself where it is), copied by dsort's gather kernel."""
+    return _codes.contiguous(x)
+
+
+def concatenate(arrays):
+    """Arrays joined along axis 0: device-to-device copies, no CuPy kernel."""
+    return _codes.concatenate(arrays)
+
+
+def arange(start: int, stop: int, step: int = 1):
+    """int64 positions as ``numpy.arange``, by dsort's kernel."""
+    return _codes.iota(max(0, -(-(stop - start) // step)), start, step)
+
+
+def take_rows(values, positions):
+    """``values[positions]`` along axis 0 (non-negative positions), by dsort's gather kernel."""
+    return _codes.gather_rows(values, positions)
 
 
 def to_numpy(x) -> np.ndarray:

@@ -225,7 +225,10 @@ def to_host(x) -> np.ndarray:
         return x.copy()
     import cupy
 
-    x = cupy.ascontiguousarray(x)
+    if not x.flags.c_contiguous:  # a view (every s-th key): copied by dsort's kernel, not a CuPy one
+        from ._codes import contiguous
+
+        x = contiguous(x)
     if x.nbytes < PINNED_MIN_BYTES:
         return cupy.asnumpy(x)
     out = np.empty(x.shape, x.dtype)

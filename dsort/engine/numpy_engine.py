@@ -338,5 +338,20 @@ def is_sorted(keys, descending=False, na_position="last") -> bool:
     return not bool(_less(k[1:], k[:-1]).any())
 
 
+def contiguous(x):
+    """``x`` C-contiguous (itself where it is)."""
+    return np.ascontiguousarray(x)
+
+
+def concatenate(arrays):
+    """Arrays joined along axis 0."""
+    return np.concatenate(arrays)
+
+
+def arange(start: int, stop: int, step: int = 1):
+    """int64 positions as ``numpy.arange``."""
+    return np.arange(start, stop, step, dtype=np.int64)
+
+
 def to_numpy(x) -> np.ndarray:
     return np.asarray(x)
