@@ -88,7 +88,7 @@ def run_memory(memory_limit) -> int:
     one_process, memory = external.where_it_runs()
     if not one_process or memory_limit == 0:
         return 0
-    from .service import parse_size
+    from .config import parse_size
 
     budget = parse_size(memory_limit, memory, "memory_limit")
     return memory // 4 if budget is None else budget

@@ -59,7 +59,8 @@ def _positive(text: str) -> int:
 
 def _size(text: str):
     """A memory size as dask takes it (``2GB``, ``512MiB``, ``auto``) or a fraction ``0 < x <= 1``."""
-    from .service import LimitError, parse_size
+    from .config import parse_size
+    from .errors import LimitError
 
     try:
         parse_size(text, 1 << 30)

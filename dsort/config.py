@@ -4,7 +4,8 @@ Importing this module registers the defaults of ``dsort/dsort.yaml`` (which docu
 with ``dask.config.update_defaults``, as dask's own subprojects do; values set in dask's YAML
 files, ``DASK_DSORT__*`` environment variables or ``dask.config.set`` take precedence. The dask
 front end (:mod:`dsort.graph`, :mod:`dsort.service`, :mod:`dsort.cluster`) imports it; ``import
-dsort`` does not, so the engines stay usable without dask.
+dsort`` does not, so the engines stay usable without dask. Sizes a user gives (memory limits, as
+dask and dask-cuda take them) are parsed here too: :func:`parse_size`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from pathlib import Path
 import dask.config
 import yaml
 from dask.utils import parse_bytes, parse_timedelta
+
+from .errors import LimitError
 
 DEFAULTS_FILE = Path(__file__).with_name("dsort.yaml")
 
@@ -36,3 +39,28 @@ def nbytes(key: str) -> int:
 def seconds(key: str) -> float:
     """``dsort.KEY`` as seconds: a number or a duration such as ``"30s"``."""
     return float(parse_timedelta(get(key), default="seconds"))
+
+
+def parse_size(value, whole: int | None = None, what: str = "size") -> int | None:
+    """Bytes from ``value``: an int, ``"2GB"``/``"512MiB"``, or a fraction ``0 < x <= 1`` of
+    ``whole`` (as dask and dask-cuda take memory limits); None for None/"auto"."""
+    if value is None or value == "auto":
+        return None
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            number = float(text)
+        except ValueError:
+            try:
+                nbytes = int(parse_bytes(text))
+            except (ValueError, TypeError):
+                raise LimitError(f"{what} {value!r} is not a size (e.g. 2GB, 512MiB, or a fraction like 0.5)") from None
+            if nbytes <= 0:  # parse_bytes takes "-2GB"
+                raise LimitError(f"{what} {value!r} must be a positive number of bytes") from None
+            return nbytes
+        value = number
+    if 0 < value <= 1 and whole:
+        return int(value * whole)
+    if value <= 0 or (0 < value < 1):
+        raise LimitError(f"{what} {value!r} must be a positive number of bytes" + (" or a fraction of memory" if whole else ""))
+    return int(value)

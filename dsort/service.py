@@ -37,23 +37,12 @@ from pathlib import Path
 from . import valsort
 from .engine import crc
 from . import config
-from .io.errors import InputError
+from .config import parse_size  # noqa: F401  (public here too)
+from .errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
 
 # The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
 # no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
 # (dsort/dsort.yaml), read at each call.
-
-
-class LimitError(InputError):
-    """A cluster option or limit that cannot work (exit status 2, like bad input)."""
-
-
-class JobFailed(Exception):
-    """The job could not finish: the cluster lost its workers (exit status 1, like a failed check)."""
-
-
-class CheckFailed(JobFailed):
-    """The output's record count or checksum differs from the input's, or it is out of order."""
 
 
 @dataclass
@@ -100,33 +89,6 @@ def _mem_available() -> int:
     except OSError:
         pass
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-
-
-def parse_size(value, whole: int | None = None, what: str = "size") -> int | None:
-    """Bytes from ``value``: an int, ``"2GB"``/``"512MiB"``, or a fraction ``0 < x <= 1`` of
-    ``whole`` (as dask and dask-cuda take memory limits); None for None/"auto"."""
-    if value is None or value == "auto":
-        return None
-    if isinstance(value, str):
-        text = value.strip()
-        try:
-            number = float(text)
-        except ValueError:
-            from dask.utils import parse_bytes
-
-            try:
-                nbytes = int(parse_bytes(text))
-            except (ValueError, TypeError):
-                raise LimitError(f"{what} {value!r} is not a size (e.g. 2GB, 512MiB, or a fraction like 0.5)") from None
-            if nbytes <= 0:  # parse_bytes takes "-2GB"
-                raise LimitError(f"{what} {value!r} must be a positive number of bytes") from None
-            return nbytes
-        value = number
-    if 0 < value <= 1 and whole:
-        return int(value * whole)
-    if value <= 0 or (0 < value < 1):
-        raise LimitError(f"{what} {value!r} must be a positive number of bytes" + (" or a fraction of memory" if whole else ""))
-    return int(value)
 
 
 def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None) -> Resources:
@@ -523,7 +485,7 @@ def _sort_fixed(
     from . import filesort as F
     from . import io, plan
     from . import runs as R
-    from .io import npy, records
+    from .io import _fixed as fixed, npy, records
     from .io._blocks import allocate
     from .progress import Progress
 
@@ -576,7 +538,7 @@ def _sort_fixed(
     if client is not None:  # workers of a cluster keep runs on their own disks; slices are read where they are
         host_runs = device_runs = 0
     store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=client is not None)
-    blocks = F.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
+    blocks = fixed.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = plan.ranges(n, rows_per_range)
     print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
     at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
@@ -595,7 +557,7 @@ def _sort_fixed(
                 spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1))
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
                 job = F.Job(job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending)
-                dsk, run_keys, merge_keys = F.graph(job)
+                dsk, run_keys, merge_keys = fixed.graph(job)
                 phases["allocate"] = time.perf_counter() - t_res
                 bar = Progress({"run": len(run_keys), "cuts": 1, "merge": len(merge_keys)}, stream) if progress else None
                 if client is None:

@@ -676,7 +676,7 @@ def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
 
     from dsort import config
     from dsort.cluster import ucx_options
-    from dsort.io.errors import InputError
+    from dsort.errors import InputError
 
     assert ucx_options() == {} and ucx_options("tcp") == {}
     with pytest.raises(InputError, match="tcp or ucx"):

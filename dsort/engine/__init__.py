@@ -21,11 +21,11 @@ The engine is chosen from the array's type, never from a global flag: :func:`get
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 
 from . import host, numpy_engine
+from ._kernels import kernel_dir  # noqa: F401  (public: where the CUDA sources are)
 from .device import is_device_array
 
 
@@ -60,12 +60,3 @@ def contiguous(x):
     """``x`` C-contiguous (itself where it is): NumPy's copy, or dsort's gather kernel on a GPU
     (no CuPy kernel built)."""
     return get(x).contiguous(x)
-
-
-def kernel_dir() -> Path:
-    """Where the CUDA sources are: inside the installed package, or ``kernels/`` of a source tree."""
-    here = Path(__file__).resolve().parent.parent
-    for candidate in (here / "kernels", here.parent / "kernels"):
-        if (candidate / "README.md").is_file():
-            return candidate
-    raise FileNotFoundError(f"dsort's CUDA sources are missing: looked in {here / 'kernels'} and {here.parent / 'kernels'}")

@@ -24,8 +24,7 @@ import sys
 import time
 from pathlib import Path
 
-from . import kernel_dir
-from ._kernels import Module, Target, modules
+from ._kernels import Module, Target, kernel_dir, modules
 
 OPTIONS = ("-std=c++17",)  # with -I of the kernel directory and the architecture
 # Shipped architectures: compute capability -> the shared memory one CTA may opt into there, which

@@ -19,8 +19,8 @@ from pathlib import Path
 import cupy
 import numpy as np
 
-from . import _aot, kernel_dir
-from ._kernels import Kernel, Module, Target
+from . import _aot
+from ._kernels import Kernel, Module, Target, kernel_dir
 
 NULL = np.uint64(0)  # a null pointer argument (no values)
 

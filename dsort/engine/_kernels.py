@@ -19,11 +19,22 @@ import enum
 import functools
 import types
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from . import _tuning
 from ._tuning import Tuning
+
+
+def kernel_dir() -> Path:
+    """Where the CUDA sources are: inside the installed package, or ``kernels/`` of a source tree."""
+    here = Path(__file__).resolve().parent.parent  # dsort/
+    for candidate in (here / "kernels", here.parent / "kernels"):
+        if (candidate / "README.md").is_file():
+            return candidate
+    raise FileNotFoundError(f"dsort's CUDA sources are missing: looked in {here / 'kernels'} and {here.parent / 'kernels'}")
+
 
 SORT_SOURCES = ("kernel_mergesort.cu", "kernel_merge.cu")
 SEARCH_SOURCES = ("kernel_search.cu",)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import plan
 from ..runs import pwrite_all
-from .errors import InputError
+from ..errors import InputError
 
 
 def read_rows(path: str, offset: int, rows: int, row_shape: tuple, dtype: str):

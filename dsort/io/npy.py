@@ -10,7 +10,7 @@ import numpy as np
 from .. import valsort
 from .. import plan
 from ._blocks import allocate, file_array, read_rows
-from .errors import InputError
+from ..errors import InputError
 
 _KINDS = "biuf"
 

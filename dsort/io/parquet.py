@@ -28,7 +28,7 @@ import pandas as pd
 from .. import valsort
 from .. import tasks
 from ._job import SortJob, each, per_block
-from .errors import InputError
+from ..errors import InputError
 
 MANIFEST = "_dsort.json"
 

@@ -11,7 +11,7 @@ import numpy as np
 from .. import valsort
 from .. import plan
 from ._blocks import file_array, read_rows
-from .errors import InputError
+from ..errors import InputError
 
 
 def lengths(files, record_size: int) -> list[int]:

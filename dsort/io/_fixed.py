@@ -1,0 +1,32 @@
+"""The fixed-width file sort (records and ``.npy``) as one dask graph: the run, cut and merge
+tasks of :mod:`dsort.filesort` over the input's blocks, built the one way dsort builds tasks
+(:mod:`dsort.tasks`)."""
+
+from __future__ import annotations
+
+from .. import plan
+from ..filesort import Job, cuts_task, merge_task, run_task
+from ..tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
+
+
+def graph(job: Job) -> tuple[dict, list, list]:
+    """``(dask graph, run keys, merge keys)``: computing the run keys gives ``(Run, input summary,
+    times)`` per block, the merge keys ``(output summary, times)`` per output range."""
+    dsk = {}
+    run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
+    for i, k in enumerate(run_keys):
+        dsk[k] = task(k, run_task, job, i)
+    cut = name(CUTS, job.id)
+    dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in run_keys])
+    merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
+    for t, k in enumerate(merge_keys):
+        dsk[k] = task_beside(k, beside(run_keys, t, len(merge_keys)), merge_task, job, ref(cut), t)
+    return dsk, run_keys, merge_keys
+
+
+# -- sizes ----------------------------------------------------------------------------------------
+
+
+def plan_blocks(files, data_offsets, lengths, row_bytes: int, rows_per_block: int):
+    """Input blocks ``(path, byte offset, rows)`` of :func:`dsort.plan.blocks`."""
+    return tuple((str(files[f]), int(data_offsets[f]) + s * row_bytes, n) for f, s, n in plan.blocks(lengths, rows_per_block))
