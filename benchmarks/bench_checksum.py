@@ -4,7 +4,7 @@ threads?
     python benchmarks/bench_checksum.py [--records 4e6] [--width 100] [--threads 1,2,4,8,16] [--json out.json]
 
 For each thread count, ``--records`` random records of ``--width`` bytes are split into as many
-equal pieces and ``dsort.valsort.crc32_rows`` runs on each piece in its own thread (the sort
+equal pieces and ``dsort.core.valsort.crc32_rows`` runs on each piece in its own thread (the sort
 checksums its blocks that way). Peers in the same run: ``zlib.crc32`` over the whole buffer in one
 call (a single stream at memory speed: what "memory speed" means here) and a Python loop of
 ``zlib.crc32`` per record (what a user would write). Every result is checked against the loop.
@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from _common import paired_times, print_table, write_json
 
-from dsort import valsort
+from dsort.core import valsort
 from dsort.engine import crc
 
 
@@ -63,7 +63,7 @@ def main(argv=None):
             (dt,) = paired_times([lambda pool=pool, pieces=pieces: list(pool.map(valsort.crc32_rows, pieces))], repeat=args.repeat)
         out.append(
             {
-                "method": "dsort.valsort.crc32_rows",
+                "method": "dsort.core.valsort.crc32_rows",
                 "threads": t,
                 "GB/s": round(gb / dt, 2),
                 "GB/s per thread": round(gb / dt / t, 2),

@@ -1,7 +1,7 @@
 """The cuts task of an external GPU sort, alone: ``--rows`` int64 keys with int64 payloads in
 ``--runs`` runs, sorted and kept on the GPU by another process (the ``shared`` run tier, as dask
 worker processes keep them), then cut here into ``--runs`` balanced output ranges
-(:func:`dsort.filesort.cut_runs`) ``--repeat`` times. Prints each stage's median time, then the
+(:func:`dsort.core.filesort.cut_runs`) ``--repeat`` times. Prints each stage's median time, then the
 functions that took longest in one more round (cProfile), then a table.
 
     python benchmarks/bench_cuts.py --rows 2**28 --runs 64 [--json cuts.json]
@@ -32,8 +32,9 @@ from _common import print_table, write_json
 
 
 def _job(rows: int, runs: int, directory: str):
-    from dsort import external, plan
-    from dsort import runs as R
+    from dsort.collections import external
+    from dsort.core import plan
+    from dsort.core import runs as R
 
     sizes = [len(c) for c in np.array_split(np.arange(rows), runs)]
     layout = R.Layout(16, 8, "<i8")
@@ -45,7 +46,7 @@ def owner(rows: int, runs: int, directory: str) -> None:
     """Make the runs (in this process, on its GPU), send the job and the handles, keep them until stdin closes."""
     import cupy
 
-    from dsort import external
+    from dsort.collections import external
 
     job = _job(rows, runs, directory)
     rng = cupy.random.default_rng(1)
@@ -75,7 +76,7 @@ def main() -> None:
     faulthandler.dump_traceback_later(a.timeout, exit=True)  # a hang shows where, in either process
     if a.owner:
         return owner(rows, a.runs, a.directory)
-    from dsort import filesort as F
+    from dsort.core import filesort as F
 
     with tempfile.TemporaryDirectory() as d:
         child = subprocess.Popen(

@@ -133,9 +133,9 @@ def timeline(title, records) -> None:
 
 def stages(client, since: float) -> None:
     """Where the tasks of the sort since ``since`` spent their time, from the events their
-    stopwatches sent (:func:`dsort.external.report_stages`): seconds per stage, summed over the
+    stopwatches sent (:func:`dsort.collections.external.report_stages`): seconds per stage, summed over the
     tasks."""
-    from dsort.external import STAGES
+    from dsort.collections.external import STAGES
 
     total: dict = {}
     for when, event in client.get_events(STAGES):

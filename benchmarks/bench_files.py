@@ -130,7 +130,7 @@ def main(argv=None):
     src = work / f"in-{n}.txt"
     env = dict(os.environ, LC_ALL="C", PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     if not src.exists():
-        from dsort import gen
+        from dsort.io import gen
 
         t = time.perf_counter()
         gen.records(n, src, ascii=True)

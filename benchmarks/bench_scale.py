@@ -174,7 +174,7 @@ def output_parts(kind, case, out):
 def run_files(client, records, repeat, gpu):
     """``sort_files`` of ``records`` Sort Benchmark records through ``client`` (its CPU workers
     unless ``gpu``): median seconds."""
-    from dsort import gen
+    from dsort.io import gen
     from dsort.service import sort_files
 
     times = []

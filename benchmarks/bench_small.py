@@ -45,7 +45,7 @@ def files(args, gpu: bool):
     work = Path(args.dir) if args.dir else Path(f"/tmp/dsort-bench-small-{os.getpid()}")
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, LC_ALL="C", PYTHONPATH=f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
-    from dsort import gen
+    from dsort.io import gen
 
     rows = []
     for n in (int(float(s)) for s in args.sizes.split(",")):

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from distributed import Client
 
-from dsort import gen
+from dsort.io import gen
 from dsort.cluster import local_cuda_cluster
 from dsort.service import format_report, sort_files
 

@@ -1,6 +1,6 @@
 """dsort: GPU-accelerated, out-of-core sorting on Dask.
 
-``dsort.sort``, ``dsort.argsort`` and ``dsort.sort_by_key`` sort dask arrays (see :mod:`dsort.array`);
+``dsort.sort``, ``dsort.argsort`` and ``dsort.sort_by_key`` sort dask arrays (see :mod:`dsort.collections.array`);
 ``dsort.dataframe`` sorts dask dataframes, and ``import dsort`` puts a ``.dsort`` accessor on dask
 dataframes and series (``ddf.dsort.sort_values("k")``). :mod:`dsort.engine` sorts one array on one
 device and needs no dask, so it is imported eagerly and the dask front ends only on first use: the
@@ -18,7 +18,7 @@ __all__ = ["argsort", "engine", "sort", "sort_by_key", "__version__"]
 
 def __getattr__(name):
     if name in ("sort", "argsort", "sort_by_key"):
-        from . import array
+        from .collections import array
 
         return getattr(array, name)
     if name == "dataframe":  # dask.dataframe on first use only
@@ -29,7 +29,7 @@ def __getattr__(name):
 
 
 def _register_accessors() -> None:
-    from .dataframe import register_accessors
+    from .collections.dataframe import register_accessors
 
     register_accessors()
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from . import valsort
+from .core import valsort
 from .io import InputError
 from .service import JobFailed  # exit status 1 (a failed check too)
 
@@ -59,8 +59,8 @@ def _positive(text: str) -> int:
 
 def _size(text: str):
     """A memory size as dask takes it (``2GB``, ``512MiB``, ``auto``) or a fraction ``0 < x <= 1``."""
-    from .config import parse_size
-    from .errors import LimitError
+    from .collections.config import parse_size
+    from .core.errors import LimitError
 
     try:
         parse_size(text, 1 << 30)
@@ -89,7 +89,7 @@ def _security(args):
 
 def _rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
     """Rows per block for ``dsort check``: ``--chunk-size`` bytes, else ``dsort.check.block``."""
-    from . import config
+    from .collections import config
 
     return max(int(chunk_size or config.nbytes("check.block")) // max(row_bytes, 1), 1)
 
@@ -111,7 +111,7 @@ def _service_kwargs(args) -> dict:
 
 
 def _gen(args) -> int:
-    from . import gen
+    from .io import gen
 
     path = Path(args.path)
     if path.exists() and not args.overwrite:
@@ -164,7 +164,7 @@ def _sort(args) -> int:
 def check_path(
     path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None, security=None
 ) -> valsort.Summary:
-    """The :class:`~dsort.valsort.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
+    """The :class:`~dsort.core.valsort.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
     the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
     import dask
 
@@ -243,7 +243,7 @@ def _check(args) -> int:
 
 def _demo(args) -> int:
     """Generate Sort Benchmark records, sort them on the embedded executor, check them, summarize."""
-    from . import gen
+    from .io import gen
     from .service import format_report, sort_files
 
     from .service import resources, sizes
@@ -309,7 +309,8 @@ def _warm_up() -> None:
     caches its own kernels that a sort uses (checksums, order checks, casts) now, not on first use."""
     import io
 
-    from . import config, gen
+    from .collections import config
+    from .io import gen
     from .service import sort_files
 
     min_block = config.nbytes("file-sort.min-block")

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import dask
 from dask.utils import format_bytes
 
-from . import config
+from .collections import config
 
 SPILL_EARLY = {"distributed.worker.memory.target": 0.4, "distributed.worker.memory.spill": 0.5}
 
@@ -57,7 +57,7 @@ def open_client(address: str, timeout: float = 30.0, security=None):
     from distributed import Client
     from distributed.security import Security
 
-    from .errors import InputError
+    from .core.errors import InputError
     from .tls import security as as_security
 
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
@@ -163,7 +163,7 @@ def connect(
             if not cpu and _gpu_available():
                 from dask_cuda import LocalCUDACluster
 
-                from .errors import InputError
+                from .core.errors import InputError
 
                 gpus = gpu_count()
                 if n_workers is not None and n_workers > gpus:
@@ -179,7 +179,7 @@ def connect(
                 kind, gpu = "LocalCUDACluster", True
             else:
                 if protocol not in (None, "tcp"):
-                    from .errors import InputError
+                    from .core.errors import InputError
 
                     raise InputError(f"--protocol {protocol}: UCX is for GPU workers (LocalCUDACluster); CPU workers use tcp")
                 # A sort task holds about three input chunks while it runs, on top of what the
@@ -221,13 +221,13 @@ def ucx_options(protocol=None, rmm_pool_size=None) -> dict:
     if protocol in (None, "tcp"):
         return {}
     if protocol not in ("ucx", "ucxx"):
-        from .errors import InputError
+        from .core.errors import InputError
 
         raise InputError(f"--protocol must be tcp or ucx, got {protocol!r}")
     try:
         import distributed_ucxx  # noqa: F401
     except ImportError:
-        from .errors import InputError
+        from .core.errors import InputError
 
         raise InputError("--protocol ucx needs UCX for dask: pip install 'dsort[ucx]' (distributed-ucxx)") from None
     if rmm_pool_size is None:
@@ -246,8 +246,8 @@ def _has_bokeh() -> bool:
 def device_limit(value, whole: int):
     """``--device-memory-limit`` in bytes as dask-cuda applies it: a size, or a fraction of the
     GPU's ``whole`` memory (``0.8`` is 80 %, not 0 bytes); None for none/auto. One parser for every
-    memory limit: :func:`dsort.config.parse_size`."""
-    from .config import parse_size
+    memory limit: :func:`dsort.collections.config.parse_size`."""
+    from .collections.config import parse_size
 
     if value in (None, "auto", 0, "0"):
         return None

@@ -1,6 +1,6 @@
 """Progress bars and per-phase times of a running sort.
 
-Tasks are named for their phase (:mod:`dsort.tasks`); dask's ``key_split`` of a task key gives
+Tasks are named for their phase (:mod:`dsort.collections.tasks`); dask's ``key_split`` of a task key gives
 that name back, and :data:`SHOWN_AS` says under which bar it is shown. A task of no dsort phase
 (an input array's own tasks, say) is shown under its own ``key_split`` name.
 
@@ -18,9 +18,9 @@ import time
 
 from dask.utils import format_time, key_split
 
-from . import tasks as T
+from .collections import tasks as T
 
-# task-name prefix (a phase of :mod:`dsort.tasks`) -> the bar it is shown under
+# task-name prefix (a phase of :mod:`dsort.collections.tasks`) -> the bar it is shown under
 SHOWN_AS = {
     T.READ: "read",
     T.CHECKSUM_INPUT: "checksum",

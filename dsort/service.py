@@ -10,7 +10,7 @@ Where it runs:
 * **A running cluster** (``scheduler=ADDRESS`` or ``client=``): the same graph on its workers,
   which must see INPUT and OUTPUT under the same paths. Each worker keeps its runs on its own
   disk (its dask local directory); a merge reads a run's file where it can see it, else asks the
-  worker holding it for the slices (:meth:`dsort.runs.RunStore.read_many`), so only slices travel.
+  worker holding it for the slices (:meth:`dsort.core.runs.RunStore.read_many`), so only slices travel.
 
 The limits, in dask's words, set the sizes: ``n_workers * threads_per_worker`` threads,
 ``memory_limit`` per worker (``n_workers`` of them share the job's host memory budget),
@@ -34,11 +34,11 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import valsort
+from .core import valsort
 from .engine import crc
-from . import config
-from .config import parse_size  # noqa: F401  (public here too)
-from .errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
+from .collections import config
+from .collections.config import parse_size  # noqa: F401  (public here too)
+from .core.errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
 
 # The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
 # no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
@@ -482,9 +482,10 @@ def _sort_fixed(
     startup,
     small=False,
 ):
-    from . import filesort as F
-    from . import io, plan
-    from . import runs as R
+    from .core import filesort as F
+    from . import io
+    from .core import plan
+    from .core import runs as R
     from .io import _fixed as fixed, npy, records
     from .io._blocks import allocate
     from .progress import Progress

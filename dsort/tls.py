@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .errors import InputError
+from .core.errors import InputError
 
 FILES = ("ca.pem", "cert.pem", "key.pem")
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]

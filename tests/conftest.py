@@ -64,7 +64,7 @@ def small_runs(request):
     defaults."""
     import dask
 
-    import dsort.config  # noqa: F401 (the defaults registered first: a set before them would drop them after)
+    import dsort.collections.config  # noqa: F401 (the defaults registered first: a set before them would drop them after)
 
     if request.node.get_closest_marker("default_scale"):
         yield

@@ -23,7 +23,7 @@ def combined(tasks, descending=False):
     """The same five numbers from dsort: its check tasks computed and their summaries combined."""
     import dask
 
-    from dsort import valsort
+    from dsort.core import valsort
 
     s = valsort.combine(dask.compute(*tasks, scheduler="sync"), descending=descending)
     return s.records, s.checksum, s.unordered, s.duplicates, s.first_unordered

@@ -1,10 +1,10 @@
-"""dsort.chunk: what one task of the in-memory sort does, called directly (no dask), against NumPy's
+"""dsort.core.chunk: what one task of the in-memory sort does, called directly (no dask), against NumPy's
 stable sort of the whole."""
 
 import numpy as np
 import pytest
 
-from dsort import chunk, plan
+from dsort.core import chunk, plan
 
 NA = ["last", "first"]
 

@@ -64,7 +64,9 @@ def test_a_changed_record_fails_the_sort_and_writes_nothing(tmp_path, capsys, mo
     """The output's count and checksum are compared with the input's: a sort that changed one
     payload byte on the way (planted here, in the merges' row gather) exits 1 and leaves nothing
     at OUTPUT, and no runs."""
-    from dsort import engine, filesort
+    from dsort import engine
+
+    from dsort.core import filesort
 
     take_rows = engine.take_rows
 
@@ -148,7 +150,7 @@ def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through):
     """In memory, and through runs on disk (what data bigger than memory takes): the same rows."""
     import dask
 
-    from dsort import config  # noqa: F401 (dsort's defaults registered before one is overridden)
+    from dsort.collections import config  # noqa: F401 (dsort's defaults registered before one is overridden)
 
     # through runs: as if each byte of the files took a terabyte of memory sorted in memory
     factor = {"dsort.file-sort.parquet-memory-factor": 1 << 40} if through == "runs" else {}
@@ -674,9 +676,9 @@ def test_ucx_is_for_gpu_clusters(tmp_path, capsys):
     work; the cluster options it becomes are dask-cuda's own."""
     import importlib.util
 
-    from dsort import config
+    from dsort.collections import config
     from dsort.cluster import ucx_options
-    from dsort.errors import InputError
+    from dsort.core.errors import InputError
 
     assert ucx_options() == {} and ucx_options("tcp") == {}
     with pytest.raises(InputError, match="tcp or ucx"):

@@ -1,4 +1,4 @@
-"""dsort.config: the dsort.* settings in dask's configuration."""
+"""dsort.collections.config: the dsort.* settings in dask's configuration."""
 
 import os
 import subprocess
@@ -9,7 +9,7 @@ import dask
 import pytest
 import yaml
 
-from dsort import config
+from dsort.collections import config
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.default_scale
@@ -56,8 +56,8 @@ def test_user_values_win_and_parse():
 def test_the_environment_overrides_a_default_and_import_dsort_registers_nothing():
     code = (
         "import sys, dsort; assert 'dask' not in sys.modules\n"
-        "import dask, dsort.graph\n"
-        "from dsort import config\n"
+        "import dask, dsort.collections.graph\n"
+        "from dsort.collections import config\n"
         "print(config.seconds('no-workers-timeout'), config.get('file-sort.gpu-threads'))\n"
     )
     env = dict(os.environ, DASK_DSORT__NO_WORKERS_TIMEOUT="7")

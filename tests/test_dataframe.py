@@ -402,7 +402,7 @@ def test_merges_wait_for_every_parts_slices(rng):
     from dask.core import get_dependencies
     from dask.utils import key_split
 
-    from dsort import tasks as T
+    from dsort.collections import tasks as T
 
     d = dd.from_pandas(pd.DataFrame({"k": rng.integers(0, 99, 200)}), npartitions=4)
     out = sort_values(d, "k", npartitions=3, strategy="memory")

@@ -1,4 +1,4 @@
-"""dsort.errors: the error types; bad input, which the command line prints as one line
+"""dsort.core.errors: the error types; bad input, which the command line prints as one line
 and exits 2 on; every refusal of dsort.io is one."""
 
 import pytest

@@ -17,8 +17,8 @@ import pandas as pd
 import pytest
 
 import dsort
-from dsort import external
-from dsort import runs as R
+from dsort.collections import external
+from dsort.core import runs as R
 
 
 def _graph_keys(result, prefix):
@@ -278,8 +278,8 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
         pytest.skip("no CUDA device")
     import cupy
 
-    from dsort.filesort import Stopwatch
-    from dsort.frame_keys import KeySpec, RowCodec
+    from dsort.core.filesort import Stopwatch
+    from dsort.core.frame_keys import KeySpec, RowCodec
 
     n = int(rng.integers(0, 3000))
     df = pd.DataFrame(

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from pathlib import Path
 
-from dsort import gen
+from dsort.io import gen
 from dsort.service import LimitError, sort_files
 
 from .conftest import HAS_GPU
@@ -64,9 +64,9 @@ def test_records_every_tier(tmp_path, engine, tier, n, chunk, rng):
 @pytest.mark.parametrize("ranked_on_gpu", [False, True])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_cuts_ranked_on_the_host_or_the_gpu(tmp_path, monkeypatch, engine, ranked_on_gpu, rng):
-    """The samples of many runs ranked on a GPU (from dsort.filesort.GPU_RANKED_SAMPLES on) or on
+    """The samples of many runs ranked on a GPU (from dsort.core.filesort.GPU_RANKED_SAMPLES on) or on
     the host: the same stable sort."""
-    from dsort import filesort
+    from dsort.core import filesort
 
     monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES", 0 if ranked_on_gpu else 1 << 62)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
@@ -133,7 +133,7 @@ def test_limits_are_checked_before_any_work(tmp_path):
 
 
 def test_a_failing_merge_leaves_no_output_and_no_runs(tmp_path, monkeypatch):
-    from dsort import filesort
+    from dsort.core import filesort
 
     def broken(*a, **k):
         raise OSError(28, "No space left on device")
@@ -147,7 +147,7 @@ def test_a_failing_merge_leaves_no_output_and_no_runs(tmp_path, monkeypatch):
 
 
 def test_a_full_disk_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
-    from dsort import filesort
+    from dsort.core import filesort
     from dsort.cli import main
 
     def full(*a, **k):
@@ -165,7 +165,7 @@ def test_a_full_disk_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 def test_a_full_local_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     """Runs that do not fit in memory go to --local-directory; when that disk is full the sort
     stops at once with one line (it used to stall), leaving neither output nor runs."""
-    from dsort import runs
+    from dsort.core import runs
     from dsort.cli import main
 
     written = []
@@ -276,7 +276,7 @@ def test_slices_of_a_lost_workers_runs_are_made_again_once(tmp_path):
     again (``recover``: its block sorted again) once, here, and reads its slices from that."""
     from distributed import Client, LocalCluster
 
-    from dsort import runs as R
+    from dsort.core import runs as R
 
     rows = np.arange(80, dtype=np.uint8).reshape(10, 8)
 
@@ -308,8 +308,8 @@ def test_a_merge_fetches_other_workers_slices_before_it_takes_its_gpu_slot(tmp_p
     import contextlib
     import threading
 
-    from dsort import filesort as F
-    from dsort import runs as R
+    from dsort.core import filesort as F
+    from dsort.core import runs as R
 
     state = threading.local()
     real_on, real_fetch = F._on, R.RunStore.fetch_remote

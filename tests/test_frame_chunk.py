@@ -1,10 +1,10 @@
-"""dsort.frame_chunk: the dataframe sort's per-partition functions, without dask, against pandas."""
+"""dsort.core.frame_chunk: the dataframe sort's per-partition functions, without dask, against pandas."""
 
 import pandas as pd
 
 from .frame_cases import reference
-from dsort import frame_chunk as FC
-from dsort.frame_keys import KeySpec
+from dsort.core import frame_chunk as FC
+from dsort.core.frame_keys import KeySpec
 
 
 def test_frame_chunk_functions_without_dask(rng):
@@ -135,7 +135,7 @@ def test_the_plan_takes_each_parts_sample_at_the_common_spacing(rng):
     spacing directly, and they enclose the exact cuts."""
     import numpy as np
 
-    from dsort import plan as P
+    from dsort.core import plan as P
 
     sizes = [0, 1, 7, 300, 5000, int(rng.integers(20000, 40000))]
     parts = [pd.DataFrame({"k": rng.integers(0, 50, n)}) for n in sizes]

@@ -1,4 +1,4 @@
-"""dsort.frame_keys: a frame's sort columns as byte keys in pandas' order, at any string width."""
+"""dsort.core.frame_keys: a frame's sort columns as byte keys in pandas' order, at any string width."""
 
 import numpy as np
 import pandas as pd
@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 
 from .frame_cases import frame, frames, reference
-from dsort.frame_keys import KeySpec, column, common_widths, encode_keys, widen
+from dsort.core.frame_keys import KeySpec, column, common_widths, encode_keys, widen
 
 
 @pytest.mark.parametrize(
@@ -143,7 +143,7 @@ def test_widen_refuses_to_narrow():
 
 
 def test_fixed_width_rows_round_trip(rng):
-    from dsort.frame_keys import RowCodec
+    from dsort.core.frame_keys import RowCodec
 
     n = 300
     df = pd.DataFrame(
@@ -189,7 +189,7 @@ def test_number_keys_written_by_slices_equal_the_encoded_keys(rng, na_position):
     """write_number_keys (the GPU's way: byte slices of the words) gives the bytes of KeySpec.encode
     (the host's), for every number-like NumPy dtype, missing values, -0.0 and infinities, both
     directions; and RowCodec.place/pick (the GPU's way) agree with encode/decode."""
-    from dsort.frame_keys import RowCodec, write_number_keys
+    from dsort.core.frame_keys import RowCodec, write_number_keys
 
     n = int(rng.integers(0, 200))
     df = pd.DataFrame(

@@ -1,8 +1,8 @@
-"""dsort.gen: the test data's layout, determinism and skew."""
+"""dsort.io.gen: the test data's layout, determinism and skew."""
 
 import numpy as np
 
-from dsort import gen
+from dsort.io import gen
 
 
 def test_gen_records_layout_and_determinism(tmp_path):

@@ -1,4 +1,4 @@
-"""dsort.graph: the in-memory sort's task graph, built and run on dask's synchronous scheduler (no
+"""dsort.collections.graph: the in-memory sort's task graph, built and run on dask's synchronous scheduler (no
 collection around it), against NumPy's stable sort of the whole."""
 
 import dask
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from dask.utils import key_split
 
-from dsort import graph, tasks
+from dsort.collections import graph, tasks
 
 
 def _run(outputs, nchunks):

@@ -24,7 +24,7 @@ def test_wheel_ships_kernels(tmp_path):
     shipped = {n for n in names if n.startswith("dsort/kernels/")}
     expected = {f"dsort/kernels/{p.relative_to(ROOT / 'kernels')}" for p in (ROOT / "kernels").rglob("*") if p.is_file()}
     assert expected and expected <= shipped
-    assert "dsort/dsort.yaml" in names  # the dsort.* settings' defaults (dsort.config)
+    assert "dsort/dsort.yaml" in names  # the dsort.* settings' defaults (dsort.collections.config)
     # Import from the unpacked wheel, far from the source tree.
     probe = "import dsort.engine as e; print(e.kernel_dir())"
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
@@ -45,7 +45,7 @@ def test_the_embedded_sort_does_not_import_distributed(tmp_path):
     import subprocess
     import sys
 
-    from dsort import gen
+    from dsort.io import gen
 
     gen.records(1000, tmp_path / "in.bin")
     code = (

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dsort import valsort
+from dsort.core import valsort
 from dsort.io import InputError
 from dsort.io import parquet as pio
 

@@ -1,4 +1,4 @@
-"""Property tests of the splitter functions alone (dsort.plan), on NumPy runs.
+"""Property tests of the splitter functions alone (dsort.core.plan), on NumPy runs.
 
 The cuts are checked against their definition with the independent reference order
 (tests/reference.py): cut sums equal the target ranks, and every element left of a cut comes
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from dsort import plan
+from dsort.core import plan
 from dsort.engine import numpy_engine as E
 
 from .reference import compare
@@ -125,7 +125,7 @@ def test_windows_stay_small(case):
 @settings(max_examples=100, deadline=None)
 @given(runs_and_targets())
 def test_windows_of_samples_on_a_gpu_are_the_hosts(case):
-    """Samples on a GPU are ranked there (dsort.filesort.cut_runs puts them there for GPU sorts):
+    """Samples on a GPU are ranked there (dsort.core.filesort.cut_runs puts them there for GPU sorts):
     the same windows as the NumPy engine's."""
     from .conftest import HAS_GPU
 

@@ -7,7 +7,10 @@ import sys
 import pytest
 from dask.base import tokenize
 
-from dsort import progress, tasks
+from dsort import progress
+
+
+from dsort.collections import tasks
 
 TOKEN = tokenize("a graph")
 

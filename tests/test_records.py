@@ -4,7 +4,7 @@ checked block by block against a plain Python count (``summary_reference``)."""
 import numpy as np
 import pytest
 
-from dsort import gen
+from dsort.io import gen
 from dsort.io import InputError
 from dsort.io import records as recio
 

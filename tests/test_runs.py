@@ -1,4 +1,4 @@
-"""dsort.runs: the run store (memory and disk tiers, slices read back), layouts, file helpers."""
+"""dsort.core.runs: the run store (memory and disk tiers, slices read back), layouts, file helpers."""
 
 import os
 import subprocess
@@ -8,7 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
-from dsort import runs as R
+from dsort.core import runs as R
 from dsort.engine import device as dev
 
 
@@ -177,7 +177,7 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
 def test_read_handles_are_kept_and_forgotten_when_a_run_is_written_again(tmp_path):
     """A run file read through the store's kept handle, then written again as a new file at the same
     path (a run made again): the next read sees the new rows, never the old file's."""
-    from dsort.runs import _Handles
+    from dsort.core.runs import _Handles
 
     h = _Handles()
     path = str(tmp_path / "run")

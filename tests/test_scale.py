@@ -1,4 +1,4 @@
-"""dsort.scale and the grouping in dsort.plan: a sort's cost follows the data and the workers, not
+"""dsort.collections.scale and the grouping in dsort.core.plan: a sort's cost follows the data and the workers, not
 the number of chunks or partitions. Thousands of small partitions, against NumPy and pandas."""
 
 import dask
@@ -11,7 +11,10 @@ from dask.utils import key_split
 
 import dsort
 import dsort.dataframe as D
-from dsort import plan, scale, tasks
+from dsort.core import plan
+
+
+from dsort.collections import scale, tasks
 
 
 @pytest.mark.parametrize("trial", range(40))

@@ -6,7 +6,9 @@ from pathlib import Path
 import dask
 import pytest
 
-from dsort import service, valsort
+from dsort import service
+
+from dsort.core import valsort
 from dsort.service import LimitError, Resources
 
 GIB, MIB = 1 << 30, 1 << 20

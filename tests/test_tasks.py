@@ -1,10 +1,10 @@
-"""dsort.tasks: the one way dsort builds tasks, and its phase names."""
+"""dsort.collections.tasks: the one way dsort builds tasks, and its phase names."""
 
 import dask
 import numpy as np
 from dask.utils import key_split
 
-from dsort import tasks
+from dsort.collections import tasks
 
 
 def test_references_resolve_at_any_depth_and_plain_data_stays_data():

@@ -1,4 +1,4 @@
-"""dsort.valsort: checksums, order and duplicates of chunks, and their combination, against zlib,
+"""dsort.core.valsort: checksums, order and duplicates of chunks, and their combination, against zlib,
 memcmp and pandas' stable sort."""
 
 import zlib
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dsort import valsort
+from dsort.core import valsort
 
 from .conftest import HAS_GPU
 

@@ -30,7 +30,7 @@ def stress(threads: int, rounds: int) -> str:
 
     import cupy
 
-    from dsort import valsort
+    from dsort.core import valsort
     from dsort.engine import device as dv
 
     rng = np.random.default_rng(7)

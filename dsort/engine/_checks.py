@@ -1,6 +1,6 @@
 """valsort's output checks on the GPU (``kernels/kernel_check.cu``): the records' checksum and the
 order and duplicates of consecutive keys, one pass each over the data, the results read back in
-one copy. :mod:`dsort.valsort` calls :func:`summary` for device arrays and keeps its element-wise
+one copy. :mod:`dsort.core.valsort` calls :func:`summary` for device arrays and keeps its element-wise
 path for what this does not take (other dtypes, non-native byte order, odd strides)."""
 
 from __future__ import annotations

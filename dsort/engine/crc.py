@@ -10,7 +10,7 @@ L1), four records at a time so their lookups overlap, without the GIL so that th
 Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
 load, a fraction of a microsecond per record; so do inputs up to :data:`LOAD_BYTES` while the loop
 is not loaded (a job that will checksum more starts loading it in the background). The GPU's checksum is in
-:mod:`dsort.valsort` (table lookups there are cheap).
+:mod:`dsort.core.valsort` (table lookups there are cheap).
 """
 
 from __future__ import annotations

@@ -10,6 +10,6 @@ or feed on the input. Bad input raises :class:`InputError` with a message for th
 from ._inputs import FORMATS, discover, format_of
 from ._job import SortJob
 from ._output import check_destination, remove_leftovers, staged
-from ..errors import InputError
+from ..core.errors import InputError
 
 __all__ = ["FORMATS", "InputError", "SortJob", "check_destination", "discover", "format_of", "remove_leftovers", "staged"]

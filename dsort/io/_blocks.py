@@ -12,9 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import plan
-from ..runs import pwrite_all
-from ..errors import InputError
+from ..core import plan
+from ..core.runs import pwrite_all
+from ..core.errors import InputError
 
 
 def read_rows(path: str, offset: int, rows: int, row_shape: tuple, dtype: str):
@@ -34,7 +34,7 @@ def file_array(files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_b
     from dask.base import tokenize
     from dask.highlevelgraph import HighLevelGraph
 
-    from ..tasks import READ, name, task
+    from ..collections.tasks import READ, name, task
 
     dtype = np.dtype(dtype)
     blocks = plan.blocks(lengths, rows_per_block)

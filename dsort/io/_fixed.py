@@ -1,12 +1,12 @@
 """The fixed-width file sort (records and ``.npy``) as one dask graph: the run, cut and merge
-tasks of :mod:`dsort.filesort` over the input's blocks, built the one way dsort builds tasks
-(:mod:`dsort.tasks`)."""
+tasks of :mod:`dsort.core.filesort` over the input's blocks, built the one way dsort builds tasks
+(:mod:`dsort.collections.tasks`)."""
 
 from __future__ import annotations
 
-from .. import plan
-from ..filesort import Job, cuts_task, merge_task, run_task
-from ..tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
+from ..core import plan
+from ..core.filesort import Job, cuts_task, merge_task, run_task
+from ..collections.tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
 
 
 def graph(job: Job) -> tuple[dict, list, list]:
@@ -28,5 +28,5 @@ def graph(job: Job) -> tuple[dict, list, list]:
 
 
 def plan_blocks(files, data_offsets, lengths, row_bytes: int, rows_per_block: int):
-    """Input blocks ``(path, byte offset, rows)`` of :func:`dsort.plan.blocks`."""
+    """Input blocks ``(path, byte offset, rows)`` of :func:`dsort.core.plan.blocks`."""
     return tuple((str(files[f]), int(data_offsets[f]) + s * row_bytes, n) for f, s, n in plan.blocks(lengths, rows_per_block))

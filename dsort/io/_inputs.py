@@ -6,7 +6,7 @@ import glob
 import os
 from pathlib import Path
 
-from ..errors import InputError
+from ..core.errors import InputError
 
 FORMATS = ("records", "npy", "parquet")
 _SUFFIXES = {".npy": "npy", ".parquet": "parquet", ".pq": "parquet"}

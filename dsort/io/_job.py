@@ -8,15 +8,15 @@ from typing import Callable
 from dask.base import tokenize
 from dask.delayed import Delayed
 
-from .. import tasks
+from ..collections import tasks
 
 
 @dataclass
 class SortJob:
-    """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.valsort.Summary` (the
+    """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.core.valsort.Summary` (the
     outputs' tasks write their chunk first). Computing both lists together reads the input once.
     ``finish`` runs on the client after every write (a manifest, say); ``comparable`` makes the
-    outputs' summaries ready for :func:`dsort.valsort.combine` (Parquet: the parts' end rows
+    outputs' summaries ready for :func:`dsort.core.valsort.combine` (Parquet: the parts' end rows
     encoded at one width)."""
 
     records: int
@@ -29,7 +29,7 @@ class SortJob:
 
 def per_block(phase: str, fn, blocks, *args) -> list[Delayed]:
     """``fn(block_i, *args_i...)`` for every block (``Delayed`` partitions), as tasks named
-    ``(phase-token, i)`` (:func:`dsort.tasks.each`)."""
+    ``(phase-token, i)`` (:func:`dsort.collections.tasks.each`)."""
     blocks = list(blocks)
     token = tokenize(phase, fn, [b.key for b in blocks], args)
     rows = [(tasks.ref(b.key), *[a[i] if isinstance(a, _PerBlock) else a for a in args]) for i, b in enumerate(blocks)]

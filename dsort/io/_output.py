@@ -29,8 +29,8 @@ import sys
 import uuid
 from pathlib import Path
 
-from ..runs import alive
-from ..errors import InputError
+from ..core.runs import alive
+from ..core.errors import InputError
 
 MARKER = "_dsort.json"  # inside every directory dsort writes: its manifest
 TMP_TAG = ".dsort-tmp-"  # temporary names: ".{OUTPUT name}.dsort-tmp-{pid}-{random}"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import valsort
-from .. import plan
+from ..core import valsort
+from ..core import plan
 from ._blocks import allocate, file_array, read_rows
-from ..errors import InputError
+from ..core.errors import InputError
 
 _KINDS = "biuf"
 
@@ -73,10 +73,10 @@ def _check_block(path, offset, rows, dtype, descending):
 
 
 def check_tasks(files, *, rows_per_block: int, descending: bool = False):
-    """One task per block of ``files``, each giving the block's :class:`~dsort.valsort.Summary`."""
+    """One task per block of ``files``, each giving the block's :class:`~dsort.core.valsort.Summary`."""
     from dask.base import tokenize
 
-    from .. import tasks
+    from ..collections import tasks
 
     dtype, lens, offsets = inspect(files)
     token = tokenize([str(f) for f in files], rows_per_block, descending)

@@ -25,10 +25,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import valsort
-from .. import tasks
+from ..core import valsort
+from ..collections import tasks
 from ._job import SortJob, each, per_block
-from ..errors import InputError
+from ..core.errors import InputError
 
 MANIFEST = "_dsort.json"
 
@@ -65,7 +65,7 @@ def row_groups(files) -> tuple[list[tuple[str, int]], list[int], object]:
 
 def check_columns(by, schema, where) -> None:
     """Refuse sort columns that ``schema`` lacks, or whose type dsort does not order."""
-    from ..dataframe import encode_keys
+    from ..collections.dataframe import encode_keys
 
     names = list(schema.names) if schema is not None else []
     missing = [c for c in by if c not in names]
@@ -141,7 +141,7 @@ def summarize(df, by, ascending, na_position) -> valsort.Summary:
     """One part's summary: its order checked on keys encoded at its own string widths (no pass over
     the data comes first); its first and last rows' ``by`` values kept as small frames, which
     :func:`comparable` encodes at one width for the checks across parts."""
-    from ..dataframe import encode_keys
+    from ..collections.dataframe import encode_keys
 
     keys = encode_keys(df, by, ascending, na_position)
     s = valsort.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
@@ -152,9 +152,9 @@ def summarize(df, by, ascending, na_position) -> valsort.Summary:
 
 def comparable(summaries, by, ascending, na_position) -> list:
     """``summaries`` of consecutive parts (:func:`summarize`) with their first and last rows encoded
-    as keys at one string width (the widest of those rows), so :func:`dsort.valsort.combine` can
+    as keys at one string width (the widest of those rows), so :func:`dsort.core.valsort.combine` can
     compare each part's last key with the next one's first."""
-    from ..dataframe import encode_keys
+    from ..collections.dataframe import encode_keys
 
     ends = [s for s in summaries if s.records and s.first_key is not None]
     if not ends:
@@ -178,7 +178,7 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``.
     ``external``: through runs under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`),
     in memory bounded by a row group, not the data; the parts are then balanced to within one row."""
-    from ..dataframe import sort_values
+    from ..collections.dataframe import sort_values
 
     df, lens, schema = read(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
@@ -258,9 +258,9 @@ def check_order(*, by=None, descending: bool = False, na_position: str = "last",
 
 
 def check_tasks(files, by, ascending, na_position) -> list:
-    """One task per row group of ``files``, each giving its :class:`~dsort.valsort.Summary` in the
+    """One task per row group of ``files``, each giving its :class:`~dsort.core.valsort.Summary` in the
     order ``(by, ascending, na_position)`` (:func:`check_order`); pass their results through
-    :func:`comparable` before :func:`dsort.valsort.combine`. Each row group is read once."""
+    :func:`comparable` before :func:`dsort.core.valsort.combine`. Each row group is read once."""
     from dask.base import tokenize
 
     parts, lens, schema = row_groups(files)

@@ -8,10 +8,10 @@ import os
 
 import numpy as np
 
-from .. import valsort
-from .. import plan
+from ..core import valsort
+from ..core import plan
 from ._blocks import file_array, read_rows
-from ..errors import InputError
+from ..core.errors import InputError
 
 
 def lengths(files, record_size: int) -> list[int]:
@@ -46,10 +46,10 @@ def _check_block(path, offset, rows, record_size, key_size, descending):
 
 
 def check_tasks(files, *, record_size: int, key_size: int, rows_per_block: int, descending: bool = False):
-    """One task per block of ``files``, each giving the block's :class:`~dsort.valsort.Summary`."""
+    """One task per block of ``files``, each giving the block's :class:`~dsort.core.valsort.Summary`."""
     from dask.base import tokenize
 
-    from .. import tasks
+    from ..collections import tasks
 
     check_sizes(record_size, key_size)
     blocks = plan.blocks(lengths(files, record_size), rows_per_block)

@@ -6,12 +6,12 @@ Three phases, one dask task graph (:func:`graph`):
 ``dsort-run``    one task per input block: read the block (into a reused page-locked buffer on a
                  GPU), sort it on its engine (records: the keys with their row positions, then
                  every row moved once), keep the sorted run in the run store
-                 (:mod:`dsort.runs`: GPU, host memory or the job's directory) and return a small
-                 :class:`~dsort.runs.Run` handle with the run's regular sample, plus the block's
+                 (:mod:`dsort.core.runs`: GPU, host memory or the job's directory) and return a small
+                 :class:`~dsort.core.runs.Run` handle with the run's regular sample, plus the block's
                  checksum summary.
 ``dsort-cuts``   one task: the exact cut of every output range in every run, from the samples
-                 (:func:`dsort.plan.windows`) and then the few keys inside each window read from
-                 the runs (:func:`dsort.plan.exact_cuts`). No bulk data moves.
+                 (:func:`dsort.core.plan.windows`) and then the few keys inside each window read from
+                 the runs (:func:`dsort.core.plan.exact_cuts`). No bulk data moves.
 ``dsort-merge``  one task per output range: read its slice of every run, merge the slices (merge
                  path on a GPU), and write the rows at the range's exact byte offset of the
                  pre-allocated output; writeback to disk starts at once. Returns the range's
@@ -34,10 +34,10 @@ import numpy as np
 
 from . import valsort
 from . import chunk, plan
-from . import engine as engines
+from .. import engine as engines
 from . import runs as R
-from .engine import crc
-from .engine import device as dev
+from ..engine import crc
+from ..engine import device as dev
 
 
 @dataclass(frozen=True)
@@ -285,7 +285,7 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     """Output range ``t``'s rows: its slices of every run (see :func:`cuts_task`) read onto
     ``gpu`` (or into host memory) and merged; ``(keys, rows)``, or None when the range is empty.
     ``fetched``: the slices from other workers, where the caller fetched them first
-    (:meth:`~dsort.runs.RunStore.fetch_remote`)."""
+    (:meth:`~dsort.core.runs.RunStore.fetch_remote`)."""
     lay = job.layout
     slices = R.store(job.store).read_many(_slice_items(cut, t), gpu, fetched=fetched)
     sync(gpu)

@@ -42,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from . import engine as engines
-from .engine import device as dev
+from .. import engine as engines
+from ..engine import device as dev
 
 TIERS = ("shared", "device", "host", "disk")
 HOST_READERS = 8  # threads copying shared runs' slices into host memory at once
@@ -94,7 +94,7 @@ class Run:
 
     def __sizeof__(self) -> int:
         """Its sample's bytes too: dask places the tasks beside a run by them (see
-        :func:`dsort.tasks.task_beside`)."""
+        :func:`dsort.collections.tasks.task_beside`)."""
         return object.__sizeof__(self) + (self.sample.nbytes if isinstance(self.sample, np.ndarray) else 0)
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 
-from . import config, plan
+from . import config
+from ..core import plan
 
 MIN_GROUPS = 8  # merge groups at least (where there are as many outputs): see merge_groups
 
@@ -37,13 +38,13 @@ def threads() -> int:
 
 
 def _bytes(name: str, gpu: bool) -> int:
-    """The setting ``dsort.scale.NAME`` (``gpu-NAME`` for a GPU) in bytes."""
+    """The setting ``dsort.collections.scale.NAME`` (``gpu-NAME`` for a GPU) in bytes."""
     return config.nbytes("scale." + ("gpu-" if gpu else "") + name)
 
 
 def array_runs(sizes, row_bytes: int, gpu: bool, external: bool) -> list:
     """Chunks of ``sizes`` rows (``row_bytes`` a row: key and value) grouped into runs:
-    ``[(first chunk, end), ...]`` (:func:`dsort.plan.groups`)."""
+    ``[(first chunk, end), ...]`` (:func:`dsort.core.plan.groups`)."""
     nbytes = int(sum(sizes)) * int(row_bytes)
     count = plan.run_count(
         len(sizes),

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 from pandas.api import types as pdt
 
-from .engine import host
+from ..engine import host
 
 __all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "string_columns", "string_widths", "unordered", "widen"]
 

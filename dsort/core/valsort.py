@@ -29,8 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .engine import crc
-from .engine.device import from_host, is_device_array, to_host, xp_of
+from ..engine import crc
+from ..engine.device import from_host, is_device_array, to_host, xp_of
 
 
 @functools.lru_cache(maxsize=8)
@@ -175,7 +175,7 @@ def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbyt
         rows = as_rows(keys) if rows is None else rows
         nbytes = rows.size if nbytes is None else nbytes
         if xp is not np:
-            from .engine import _checks
+            from ..engine import _checks
 
             done = _checks.summary(keys, rows, descending)
             if done is not None:
@@ -200,7 +200,7 @@ def checksum(rows) -> int:
     """valsort's checksum of 2-D ``uint8`` records: the exact sum of their CRC-32s (one pass of a
     kernel on a GPU)."""
     if is_device_array(rows) and len(rows):
-        from .engine import _checks
+        from ..engine import _checks
 
         done = _checks.crc32_sum(rows)
         if done is not None:

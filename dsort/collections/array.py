@@ -28,8 +28,8 @@ import dask.array as da
 import numpy as np
 from dask.array.utils import meta_from_array
 
-from . import engine as engines
-from .engine import keys as K
+from .. import engine as engines
+from ..engine import keys as K
 from . import external
 from .graph import check_options, sort_graph
 

@@ -1,6 +1,6 @@
 """Per-chunk functions of the distributed sort: what one task does to the chunks it is given.
 
-Like ``dask/array/chunk.py``: plain functions, called by name from :mod:`dsort.graph`, testable
+Like ``dask/array/chunk.py``: plain functions, called by name from :mod:`dsort.collections.graph`, testable
 without a cluster. Numerics on chunks go through the chunk's engine (NumPy or CuPy, chosen from the
 array type), so one graph runs on CPU and GPU workers alike. A *part* is one sorted chunk of a run,
 held as ``(keys, values)`` with ``values`` None when only keys are sorted. What goes to the
@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from . import engine as engines
+from .. import engine as engines
 from . import plan
 
 
@@ -64,7 +64,7 @@ def window(part, offset, windows, run):
 
 
 def splitters(windows_by_run, windows, run_sizes, targets, descending, na_position):
-    """Exact cut rows of a merge (see :func:`dsort.plan.boundaries`) from the runs' windows."""
+    """Exact cut rows of a merge (see :func:`dsort.core.plan.boundaries`) from the runs' windows."""
     lo, _ = windows
     keys = [[_concat_numpy([w[i] for w in parts]) for parts in windows_by_run] for i in range(len(targets))]
     cuts = plan.exact_cuts(keys, lo, targets, descending, na_position)
@@ -151,7 +151,7 @@ def values_of(part, host=False, lo=0, hi=None):
 def on_gpu(array):
     """``array`` on the worker's current GPU (a CuPy array): host arrays are copied there."""
     if isinstance(array, np.ndarray):
-        from .engine import device
+        from ..engine import device
 
         if not device.has_gpu():
             raise RuntimeError("device='gpu' needs CuPy and a GPU on the workers")
@@ -163,7 +163,7 @@ def _to_host(array):
     """A new NumPy array of a part's data (the sort ran on a GPU for host chunks)."""
     if isinstance(array, np.ndarray):
         return _own(array)
-    from .engine import device
+    from ..engine import device
 
     return device.to_host(array)
 

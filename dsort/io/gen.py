@@ -61,7 +61,7 @@ def record_chunk(
 
 def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: int = 10, skew: bool = False, ascii: bool = False) -> Path:
     """Write ``n`` records to ``path`` (through a temporary name, renamed when complete)."""
-    from .io._output import remove_leftovers, temporary_name
+    from ._output import remove_leftovers, temporary_name
 
     path = Path(path)
     remove_leftovers(path.parent, path.name)
@@ -107,10 +107,10 @@ def array_chunk(start: int, n: int, *, seed: int, dtype="int64", nan_fraction: f
 
 def npy(n: int, path, *, dtype="int64", seed: int = 0, nan_fraction: float = 0.0) -> Path:
     """Write a 1-D ``.npy`` of ``n`` random elements (through a temporary name)."""
-    from .io.npy import create
-    from .io._blocks import write_at
+    from .npy import create
+    from ._blocks import write_at
 
-    from .io._output import remove_leftovers, temporary_name
+    from ._output import remove_leftovers, temporary_name
 
     path = Path(path)
     remove_leftovers(path.parent, path.name)

@@ -1,16 +1,16 @@
 """The external sort of dask arrays: the file sort's runs, cuts and merges, fed by chunks.
 
 ``strategy="external"`` of :func:`dsort.sort` / ``argsort`` / ``sort_by_key`` builds this graph
-instead of :mod:`dsort.graph`'s. The bulk data never stays in dask's memory:
+instead of :mod:`dsort.collections.graph`'s. The bulk data never stays in dask's memory:
 
-``dsort-run``    one task per group of consecutive input chunks (:mod:`dsort.scale`): their keys and values (or global positions) as
-                 fixed-width rows (key bytes, then value bytes), sorted by their keys on the
+``dsort-run``    one task per group of consecutive input chunks (:mod:`dsort.collections.scale`):
+                 their keys and values (or global positions) as fixed-width rows (key bytes, then value bytes), sorted by their keys on the
                  chunk's engine (on the worker's GPU for CuPy chunks or ``device="gpu"``) and kept
-                 in the run store (:mod:`dsort.runs`: host memory within ``host_budget`` bytes,
+                 in the run store (:mod:`dsort.core.runs`: host memory within ``host_budget`` bytes,
                  else a file under the job's directory). The task returns a small
-                 :class:`~dsort.runs.Run` handle with the run's regular sample.
+                 :class:`~dsort.core.runs.Run` handle with the run's regular sample.
 ``dsort-cuts``   one task: the exact cut of every output chunk in every run, from the samples and
-                 the few keys inside their windows (:func:`dsort.filesort.cut_runs`).
+                 the few keys inside their windows (:func:`dsort.core.filesort.cut_runs`).
 ``dsort-merge``  one task per group of output chunks: its slices of every run, read and merged;
                  the output chunks are pieces of it. The last merge to finish removes the runs.
 
@@ -31,20 +31,20 @@ from pathlib import Path
 
 import numpy as np
 
-from . import chunk, plan
+from ..core import chunk, plan
 from . import tasks as T
-from . import filesort as F
-from . import runs as R
-from .engine import device as dev
+from ..core import filesort as F
+from ..core import runs as R
+from ..engine import device as dev
 
 PREFIX = "dsort-runs"  # the run directories: PREFIX-PID-TOKEN, PID the process that built the graph
 
 
 @dataclass(frozen=True)
 class ArrayJob:
-    """What the tasks of one external array sort need (the attributes of :class:`dsort.filesort.Job`
-    that :func:`~dsort.filesort.sort_and_keep`, :func:`~dsort.filesort.cut_runs` and
-    :func:`~dsort.filesort.merge_rows` read)."""
+    """What the tasks of one external array sort need (the attributes of :class:`dsort.core.filesort.Job`
+    that :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
+    :func:`~dsort.core.filesort.merge_rows` read)."""
 
     layout: R.Layout  # key bytes (``dtype``: the key's dtype, None for byte rows), then value bytes
     range_rows: tuple  # rows of every output chunk: the input's chunk sizes
@@ -224,7 +224,7 @@ BLOCK_ROWS = 1 << 16
 class FrameJob:
     """What the tasks of one external dataframe sort need (see :class:`ArrayJob`)."""
 
-    spec: object  # the sort's :class:`~dsort.frame_keys.KeySpec`
+    spec: object  # the sort's :class:`~dsort.core.frame_keys.KeySpec`
     widths: tuple | None  # string widths for every partition's keys; None: each its own
     partitions: int  # output partitions, balanced to within one row
     spacing: int
@@ -244,7 +244,7 @@ def frame_run(job: FrameJob, p: int, *parts) -> tuple:
     the keys kept as run ``p``; ``(run, the keys' string widths)``."""
     import pickle
 
-    from .frame_chunk import sort_part
+    from ..core.frame_chunk import sort_part
 
     s = sort_part(list(parts), job.spec, job.widths, job.device)
     os.makedirs(job.store.directory, exist_ok=True)
@@ -293,8 +293,8 @@ def frame_cuts(job: FrameJob, *made):
     """The cuts of ``job.partitions`` balanced output partitions: ``(cut rows, runs, the keys'
     string widths per run, the common widths)``, from the runs' samples and the keys in their
     windows (every key brought to the common widths first)."""
-    from . import frame_chunk as FC
-    from .frame_keys import common_widths, widen
+    from ..core import frame_chunk as FC
+    from ..core.frame_keys import common_widths, widen
 
     runs = [r for r, _ in made]
     have = [w for _, w in made]
@@ -313,8 +313,8 @@ def frame_cuts(job: FrameJob, *made):
 
 def frame_merge(job: FrameJob, cut, t: int, meta):
     """Merge group ``t``: its slices of every run's sorted rows, merged by their keys."""
-    from . import frame_chunk as FC
-    from .frame_keys import widen
+    from ..core import frame_chunk as FC
+    from ..core.frame_keys import widen
 
     bounds, runs, have, want = cut
     pieces = [(q, run, int(bounds[t, q]), int(bounds[t + 1, q])) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
@@ -334,7 +334,7 @@ def output_sizes(job, cut) -> tuple:
 
 
 # Frames whose columns and index all have fixed-width NumPy dtypes skip the pickled blocks: each row
-# is its key's bytes then its own (dsort.frame_keys.RowCodec), and the runs are those rows in the
+# is its key's bytes then its own (dsort.core.frame_keys.RowCodec), and the runs are those rows in the
 # run store, sorted, cut and merged exactly as an array's keys and values (on the GPU with
 # device="gpu": the rows too), then decoded into frames by the merges.
 
@@ -342,8 +342,8 @@ def output_sizes(job, cut) -> tuple:
 @dataclass(frozen=True)
 class FixedFrameJob:
     """What the tasks of one external sort of a fixed-width frame need (the attributes
-    :func:`~dsort.filesort.sort_and_keep`, :func:`~dsort.filesort.cut_runs` and
-    :func:`~dsort.filesort.merge_rows` read, and the frame's)."""
+    :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
+    :func:`~dsort.core.filesort.merge_rows` read, and the frame's)."""
 
     layout: R.Layout  # the key's bytes, then the row's
     spec: object  # the sort's KeySpec
@@ -399,11 +399,11 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
 
 def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
     """The run rows of ``part`` made on the current GPU: its columns (and index) copied there as
-    they are, then the keys (:func:`dsort.frame_keys.write_number_keys`: a fixed-width frame's
+    they are, then the keys (:func:`dsort.core.frame_keys.write_number_keys`: a fixed-width frame's
     sort columns are all numbers, booleans, datetimes or durations) and the rows' bytes written."""
     import cupy
 
-    from .frame_keys import write_number_keys
+    from ..core.frame_keys import write_number_keys
 
     host = job.codec.columns(part)
     kinds = [x.dtype.kind for x in host]

@@ -29,9 +29,9 @@ import math
 
 import numpy as np
 
-from . import engine as engines
-from .engine import device as dev
-from .engine import numpy_engine as E
+from .. import engine as engines
+from ..engine import device as dev
+from ..engine import numpy_engine as E
 
 
 def offsets(sizes) -> np.ndarray:

@@ -3,7 +3,7 @@
 Phases, each a family of tasks named for it (the dashboard's task groups):
 
 ``dsort-sort``       one per run: a group of consecutive input chunks sorted together by its engine
-                     (:mod:`dsort.scale`: about two runs per worker thread, whatever the chunks).
+                     (:mod:`dsort.collections.scale`: about two runs per worker thread, whatever the chunks).
 ``dsort-sample``     one per part: its run's regular sample (small, NumPy).
 ``dsort-bounds``     one per merge: windows around every cut, from all samples.
 ``dsort-window``     one per part: its keys inside the windows (small, NumPy).
@@ -28,11 +28,12 @@ import numpy as np
 from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
-from . import chunk, external, plan, scale
+from ..core import chunk, plan
+from . import external, scale
 from . import config  # noqa: F401 (the dask front end registers the dsort.* settings with dask.config)
-from . import runs as R
+from ..core import runs as R
 from . import tasks as T
-from .engine import keys as K
+from ..engine import keys as K
 from .tasks import ref, task
 
 STRATEGIES = ("auto", "multiway", "tree", "external")
@@ -157,7 +158,7 @@ def sort_graph(
     int64 positions of the elements. ``device="gpu"``: host chunks are sorted and merged on the
     workers' GPUs and the output chunks come back to host memory. ``strategy="external"`` (never
     chosen by ``"auto"`` here: the front end decides): the runs live in a run store of
-    ``host_budget`` bytes of memory, then files under ``local_directory`` (:mod:`dsort.external`).
+    ``host_budget`` bytes of memory, then files under ``local_directory`` (:mod:`dsort.collections.external`).
 
     Returns ``[(graph, name), ...]``: the sorted keys, then the carried values if any; output
     chunk ``i`` is task ``(name, i, 0...)``, of the input's size. The graphs share their tasks.
@@ -221,7 +222,7 @@ def _row_bytes(keys, values, positions) -> int:
 
 
 def _external_job(keys, values, positions, sizes, groups, out_groups, descending, na_position, device, token, local_directory, host_budget):
-    """The :class:`dsort.external.ArrayJob` of a sort: rows are the key's bytes, then the value's."""
+    """The :class:`dsort.collections.external.ArrayJob` of a sort: rows are the key's bytes, then the value's."""
     byte_rows = keys.ndim == 2
     key_bytes = keys.shape[1] if byte_rows else keys.dtype.itemsize
     if positions:

@@ -1,13 +1,13 @@
-"""Per-partition functions of the dataframe sort: what one task does (as :mod:`dsort.chunk` is
+"""Per-partition functions of the dataframe sort: what one task does (as :mod:`dsort.core.chunk` is
 for arrays). Plain functions on pandas frames, testable without a cluster.
 
 A *sorted part* is one input partition sorted by its keys (:class:`Sorted`: its rows and their
 keys, in order: byte rows encoded at the partition's own string widths, so no pass over the data
 comes first; or, for one column of NumPy numbers sorted on the host, one uint64 word per row,
-:meth:`dsort.frame_keys.KeySpec.words`, which NumPy sorts as numbers, with no bytes to pack).
+:meth:`dsort.core.frame_keys.KeySpec.words`, which NumPy sorts as numbers, with no bytes to pack).
 The exact cuts come from the keys alone, as for arrays: a regular sample of every part, windows
-around every cut, the keys inside them (:mod:`dsort.plan`); every key that travels is first brought
-to the common widths (:func:`dsort.frame_keys.widen`). Each output partition then takes its slice
+around every cut, the keys inside them (:mod:`dsort.core.plan`); every key that travels is first brought
+to the common widths (:func:`dsort.core.frame_keys.widen`). Each output partition then takes its slice
 of every part and merges them by their keys: stable, ties in input order.
 """
 
@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 
 from . import chunk, plan
-from . import engine as engines
-from .engine import device as dev
-from .engine import host
+from .. import engine as engines
+from ..engine import device as dev
+from ..engine import host
 from .frame_keys import KeySpec, common_widths, widen
 
 
@@ -46,7 +46,7 @@ class Sorted:
 class Plan:
     """What the cuts and merges need, once the parts are sorted: their sizes, the common string
     widths, the sample spacing, the output partitions' sizes (balanced to within one row) and the
-    windows ``(lo, hi)`` of every part around every cut (:func:`dsort.plan.windows`), from the samples."""
+    windows ``(lo, hi)`` of every part around every cut (:func:`dsort.core.plan.windows`), from the samples."""
 
     sizes: tuple
     widths: tuple
@@ -242,7 +242,7 @@ def _from_rows(rows: np.ndarray, arrow_type, dtype):
 def info(part: Sorted, outputs: int) -> tuple:
     """``(rows, string widths, spacing, sample)``: what the plan needs of a part. The sample is its
     keys at rows 0, s, 2s, ... (at its own widths), s its own spacing for ``outputs`` outputs
-    (:func:`dsort.plan.part_spacing`): the plan takes the windows from the samples at once."""
+    (:func:`dsort.core.plan.part_spacing`): the plan takes the windows from the samples at once."""
     n = len(part.keys)
     s = plan.part_spacing(n, max(outputs - 1, 1))
     return n, part.widths, s, np.ascontiguousarray(part.keys[::s])
@@ -278,7 +278,7 @@ def from_key_bytes(blobs, like) -> np.ndarray:
 
 
 def bounds(p: Plan, *samples):
-    """Windows ``(lo, hi)`` of every part around every cut (:func:`dsort.plan.windows`)."""
+    """Windows ``(lo, hi)`` of every part around every cut (:func:`dsort.core.plan.windows`)."""
     return plan.windows(list(samples), p.sizes, p.spacing, p.targets)
 
 

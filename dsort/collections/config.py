@@ -3,7 +3,7 @@
 Importing this module registers the defaults of ``dsort/dsort.yaml`` (which documents every key)
 with ``dask.config.update_defaults``, as dask's own subprojects do; values set in dask's YAML
 files, ``DASK_DSORT__*`` environment variables or ``dask.config.set`` take precedence. The dask
-front end (:mod:`dsort.graph`, :mod:`dsort.service`, :mod:`dsort.cluster`) imports it; ``import
+front end (:mod:`dsort.collections.graph`, :mod:`dsort.service`, :mod:`dsort.cluster`) imports it; ``import
 dsort`` does not, so the engines stay usable without dask. Sizes a user gives (memory limits, as
 dask and dask-cuda take them) are parsed here too: :func:`parse_size`.
 """
@@ -16,9 +16,9 @@ import dask.config
 import yaml
 from dask.utils import parse_bytes, parse_timedelta
 
-from .errors import LimitError
+from ..core.errors import LimitError
 
-DEFAULTS_FILE = Path(__file__).with_name("dsort.yaml")
+DEFAULTS_FILE = Path(__file__).resolve().parent.parent / "dsort.yaml"  # dsort/dsort.yaml
 
 with open(DEFAULTS_FILE) as f:
     defaults = yaml.safe_load(f)

@@ -1,0 +1,554 @@
+"""Sorting dask dataframes and series with pandas' semantics: :func:`sort_values`,
+:func:`sort_series`, :func:`set_index`, and the ``.dsort`` accessor on dask frames and series.
+
+``sort_values(df, by, *, ascending=True, na_position="last")`` equals pandas'
+``df.sort_values(by, ascending=..., na_position=..., kind="stable")`` on the concatenated
+partitions: stable (ties keep their input order), missing values (NaN, None, NaT, pd.NA) last (or
+first), index labels kept (or, with ``ignore_index``, the rows' positions); ``by`` names columns or
+index levels. The result has the input's number of partitions (or ``npartitions``), balanced to
+within one row.
+
+How (the same three steps as for arrays, on the rows' keys): each partition's ``by`` columns are
+encoded as fixed-width byte keys whose ``memcmp`` order is the wanted order (one column of NumPy
+numbers sorted on the host: as one ``uint64`` word per row; :mod:`dsort.core.frame_keys`) and the
+partition is sorted by them; the exact cuts of every output
+partition come from samples and windows of the keys (:mod:`dsort.core.plan`); each output partition takes
+its slice of every sorted partition and merges them by their keys (:mod:`dsort.core.frame_chunk`). Only
+the slices travel, once. Building the result runs nothing: the input is read once, during
+``compute``; unsupported key types and wrong arguments fail at the call, from the frame's meta.
+
+Graph phases (task groups on the dashboard, :mod:`dsort.collections.tasks`): ``dsort-sort`` (one per input
+partition), ``dsort-info`` (a part's size and regular sample), ``dsort-plan`` (with the windows
+around every cut), ``dsort-window``, ``dsort-cuts`` (small), ``dsort-slice`` (one per input and output partition; it runs where the
+sorted partition lives), ``dsort-sliced`` (one per input partition: all its slices made),
+``dsort-merge`` (one per output partition, after every ``dsort-sliced``).
+
+Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..core import frame_chunk as F
+from . import tasks as T
+from ..core.frame_keys import KeySpec, RowCodec, column, encode_keys, normalize, string_columns, string_widths
+
+__all__ = [
+    "encode_keys",
+    "set_index",
+    "sort_series",
+    "sort_values",
+    "sort_values_external",
+    "string_columns",
+    "string_widths",
+]
+
+STRATEGIES = ("auto", "memory", "external")
+DEVICES = (None, "gpu")
+
+
+def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
+    """The sort's key spec, every argument checked against the frame's meta (no data read)."""
+    if not isinstance(getattr(df, "_meta", None), pd.DataFrame):
+        kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
+        what = "a dask Series: use sort_series" if isinstance(getattr(df, "_meta", None), pd.Series) else f"a {kind}"
+        raise TypeError(f"dsort.dataframe sorts dask DataFrames; this is {what}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    by, ascending = normalize(by, ascending)
+    for c in by:
+        column(df._meta, c)  # a KeyError naming the columns, or ambiguous
+    _check_categories(df, by)
+    return KeySpec.of(df._meta, by, ascending, na_position)
+
+
+def _partitions(df, npartitions) -> int:
+    """The output partitions: ``npartitions`` (a whole number, at least 1) or the input's."""
+    if npartitions is None:
+        return df.npartitions
+    if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)) or npartitions < 1:
+        raise ValueError(f"npartitions must be a whole number of at least 1, got {npartitions!r}")
+    return int(npartitions)
+
+
+def choose_strategy(partitions: int, outputs: int, divisions: bool = False) -> str:
+    """The ``"auto"`` rule: ``"memory"`` while its slices (runs x merge groups, :mod:`dsort.collections.scale`:
+    about twice the worker threads each, whatever the partitions) are at most the setting
+    ``dsort.dataframe.memory-pieces`` (1024; dask's config), or where the external sort cannot run
+    (workers on several machines, whose files the others cannot read; ``divisions=True``); else
+    ``"external"``. Each in-memory slice is one dask task and transfer; the external sort reads
+    its slices inside its merge tasks (on one machine from the page cache). Measured on 8 CPU
+    workers (BENCHMARKS.md, "Scale"), the in-memory sort was the faster or within 1.2x of the
+    external one at 16 to 4096 partitions."""
+    from . import config, external, scale
+
+    runs = len(scale.frame_runs(partitions, external=False))
+    pieces = runs * len(scale.merge_groups(outputs, runs))
+    if divisions or pieces <= int(config.get("dataframe.memory-pieces")) or not external.one_host():
+        return "memory"
+    return "external"
+
+
+def _widths_tuple(spec: KeySpec, widths):
+    if not widths:
+        return None
+    return tuple(max(int(widths.get(c, 0)), 1) if st else 0 for c, st in zip(spec.by, spec.strings))
+
+
+def sort_values(
+    df,
+    by,
+    *,
+    ascending=True,
+    na_position="last",
+    npartitions=None,
+    ignore_index=False,
+    divisions=False,
+    strategy="auto",
+    device=None,
+    widths=None,
+    local_directory=None,
+    memory_limit="auto",
+):
+    """Sort a dask dataframe by ``by`` (a column label or index level name, or a list of them),
+    like pandas' stable ``sort_values``: see the module docstring. Returns a lazy dask dataframe
+    of ``npartitions`` partitions (default: the input's), balanced to within one row.
+
+    Options after ``by`` are keywords, as in pandas (in dask the third positional argument would
+    be ``npartitions``). ``ignore_index``: the result's index is the rows' positions, 0 to n - 1.
+    ``divisions=True`` (implies ``ignore_index``): the result's divisions are known (the positions
+    where its partitions start, from the exact cuts), so ``loc`` by position finds its partition;
+    the cuts then run at the call (the sorted partitions are persisted, so the input is still read
+    once). ``device="gpu"``: the keys are sorted on the workers' GPUs, the rows follow on the host.
+    ``widths``: a width in bytes for each string column by name (all partitions' keys encoded at
+    it; else each partition's own, padded where they meet). ``strategy``: ``"memory"``,
+    ``"external"`` (frames bigger than memory: :func:`sort_values_external`, with
+    ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`)."""
+    spec = _spec(df, by, ascending, na_position, strategy, device)
+    parts = _partitions(df, npartitions)
+    if strategy == "auto":
+        strategy = choose_strategy(df.npartitions, parts, divisions)
+    if strategy == "external":
+        if divisions:
+            raise ValueError("divisions=True needs the in-memory sort (strategy='memory')")
+        return sort_values_external(
+            df,
+            list(spec.by),
+            ascending=list(spec.ascending),
+            na_position=na_position,
+            widths=widths,
+            npartitions=parts,
+            ignore_index=ignore_index,
+            local_directory=local_directory,
+            memory_limit=memory_limit,
+            device=device,
+        )
+    g = _Graph(df, spec, parts, ignore_index or divisions, device, _widths_tuple(spec, widths))
+    if divisions:
+        rows, p = g.persist_cuts()
+        sizes = [n for n in p.out_sizes if n] or [0]  # balanced: any empty outputs come last
+        groups = [(a, min(b, len(sizes))) for a, b in g.groups if a < len(sizes)]
+        return g.collection(_positions(sizes), (rows[: len(groups) + 1], tuple(sizes), groups))
+    return g.collection()
+
+
+class _Graph:
+    """The tasks of one in-memory frame sort (see the module docstring), as a dict: the sorts,
+    the plan and the cuts at once; the slices, merges and output pieces by :meth:`collection`.
+
+    Consecutive partitions are sorted together into runs and consecutive outputs merged
+    together (:mod:`dsort.collections.scale`), so the tasks are O(partitions + outputs) and the slices runs x
+    merge groups. ``every_output``: the cuts are found at every output's start (:func:`set_index`
+    snaps each), not only where the merge groups meet."""
+
+    def __init__(self, df, spec: KeySpec, partitions: int, ignore_index: bool, device, widths, every_output=False):
+        from dask.base import tokenize
+
+        from . import scale
+
+        runs = scale.frame_runs(df.npartitions, external=False)
+        self.groups = scale.merge_groups(partitions, len(runs))
+        starts = None if every_output else tuple(a for a, _ in self.groups)
+        self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
+        self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths, runs, starts)
+        self.dsk = {}
+        inputs = df.__dask_keys__()
+        # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
+        sort = [
+            self._add((T.name(T.SORT, token), g), F.sort_part, [T.ref(k) for k in inputs[a:b]], spec, widths, device, True)
+            for g, (a, b) in enumerate(runs)
+        ]
+        # each part's info carries its sample: the plan finds the windows at once
+        cuts_at = partitions if every_output else len(self.groups)
+        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s), cuts_at) for i, s in enumerate(sort)]
+        plan = self._add(T.name(T.PLAN, token), F.make_plan, spec, partitions, starts, *map(T.ref, info))
+        windows = [self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), i) for i, s in enumerate(sort)]
+        self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), *map(T.ref, windows))
+        self.sorted, self.plan, self.partitions = sort, plan, partitions
+
+    def _add(self, key, func, *args):
+        self.dsk[key] = T.task(key, func, *args)
+        return key
+
+    def graph(self) -> dict:
+        return {**self.df.__dask_graph__(), **self.dsk}
+
+    def collection(self, divisions=None, given=None):
+        """The sorted frame: one slice task per (merge group, run), one merge per group, one
+        piece per output of a group of several. ``given``: ``(cut rows where the groups meet,
+        every output's rows, the groups)`` computed beforehand (default: the cuts task's, the
+        plan's and this graph's)."""
+        if given is None:
+            cuts, groups = self.cuts, self.groups
+            sizes = T.ref(self._add(T.name(T.SIZES, self.token), F.output_sizes, T.ref(self.plan)))
+        else:
+            rows, sizes, groups = given
+            cuts = T.name(T.CUTS, f"given-{self.token}")
+            self.dsk[cuts] = rows
+        slices = T.name(T.SLICE, self.token)
+        for g in range(len(groups)):
+            for i, s in enumerate(self.sorted):
+                self._add((slices, g, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), g, i)
+        # Every part's slices are made before any merge starts: a worker (one thread, say) would
+        # otherwise run its own merges first, by dask's order, while another's merges wait for its slices.
+        ready = [
+            self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
+            for i in range(len(self.sorted))
+        ]
+        merges = []
+        for g in range(len(groups)):
+            pieces = [T.ref((slices, g, i)) for i in range(len(self.sorted))]
+            ready_refs = list(map(T.ref, ready))
+            merges.append(
+                self._add(
+                    (T.name(T.MERGE, self.token), g),
+                    F.merge_after,
+                    ready_refs,
+                    self.df._meta,
+                    T.ref(cuts),
+                    g,
+                    self.ignore_index,
+                    self.device,
+                    *pieces,
+                )
+            )
+        outputs = _pieces(self.dsk, self.token, merges, groups, sizes)
+        return _collection(self.df, self.dsk, self.df._meta, divisions, outputs, self.token)
+
+    def persist_cuts(self):
+        """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
+        cluster's memory) for the lazy rest; returns the cut rows and the plan. For results whose
+        divisions must be known when they are built: the input is still read once."""
+        import dask
+        from dask.delayed import Delayed
+
+        keys = [*self.sorted, self.plan, self.cuts]
+        persisted = dask.persist(*[Delayed(k, self.graph()) for k in keys])
+        for d in persisted:
+            self.dsk.update(d.__dask_graph__())
+        return dask.compute(persisted[-1], persisted[-2])
+
+    def run(self, name, func, *args):
+        """``func(sorted part, plan, its index, *args)`` of every sorted part, computed now."""
+        import dask
+        from dask.delayed import Delayed
+
+        name = T.name(T.CUTS, f"{name}-{self.token}")
+        keys = [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+        graph = self.graph()
+        return dask.compute(*[Delayed(k, graph) for k in keys])
+
+
+def _pieces(dsk: dict, token: str, merges, groups, sizes) -> list:
+    """The output partitions' task keys: merge ``g`` itself where its group ``(a, b)`` is one
+    output, else a piece task of it per output (added to ``dsk``); ``sizes``: every output's rows
+    (or a reference to them)."""
+    outputs = []
+    for key, (a, b) in zip(merges, groups):
+        if b - a == 1:
+            outputs.append(key)
+            continue
+        for t in range(a, b):
+            outputs.append((T.name(T.PIECE, token), t))
+            dsk[outputs[-1]] = T.task(outputs[-1], F.piece, T.ref(key), sizes, t, a)
+    return outputs
+
+
+def _collection(df, dsk: dict, meta, divisions, keys, token: str):
+    """A dask dataframe of the tasks ``keys`` of ``dsk`` (which reads ``df``'s): dask's
+    ``from_delayed`` of them, so dask names the result by those keys alone; it never hashes the
+    input's graph (``from_graph`` does, which costs the data of a persisted input and fails on a
+    loader dask cannot hash; dask-expr's ``FromGraph`` given a token still hashes it where a
+    filter checks that two frames are aligned)."""
+    import dask.dataframe as dd
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    layer = T.name(T.SORTED, token)
+    graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
+    parts = [Delayed(k, graph, layer=layer) for k in keys]
+    return dd.from_delayed(parts, meta=meta, divisions=divisions, verify_meta=False)
+
+
+def _nonempty(cut):
+    """Cut rows without the outputs they leave empty (divisions must not go back), but one."""
+    keep = [0] + [t for t in range(1, cut.shape[0]) if cut[t].sum() > cut[t - 1].sum()]
+    if len(keep) == 1:
+        keep.append(cut.shape[0] - 1)
+    return cut[keep]
+
+
+def _positions(sizes) -> tuple:
+    """The divisions of a result indexed by position (its partitions of ``sizes`` rows): where its
+    partitions start, then its last row."""
+    starts = np.cumsum([0, *sizes])  # the first row of each output partition, then the row count
+    return tuple(int(x) for x in starts[:-1]) + (max(int(starts[-1]) - 1, 0),)
+
+
+def _grouped(cut, runs: int):
+    """``(cut rows where the groups meet, every output's rows, the groups)`` of per-output cut
+    rows ``cut``, its outputs in merge groups (:func:`dsort.collections.scale.merge_groups`)."""
+    from . import scale
+
+    sizes = tuple(int(x) for x in np.diff(cut.sum(axis=1)))
+    groups = scale.merge_groups(len(sizes), runs)
+    return cut[[a for a, _ in groups] + [len(sizes)]], sizes, groups
+
+
+def _check_categories(df, by) -> None:
+    """Categorical sort columns sort by their codes, so every partition must share one list of
+    categories, known up front (dask's ``.cat.as_known()``)."""
+    from dask.dataframe.utils import has_known_categories
+
+    for c in by:
+        if c in df.columns and isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
+            raise ValueError(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
+
+
+def sort_series(
+    s, *, ascending=True, na_position="last", npartitions=None, ignore_index=False, divisions=False, strategy="auto", device=None, **options
+):
+    """A dask series sorted by its values, as pandas' ``Series.sort_values(kind="stable")``: index
+    labels kept (or positions with ``ignore_index``; known positional divisions with
+    ``divisions=True``), the name kept. The other options are :func:`sort_values`'s."""
+    if not isinstance(getattr(s, "_meta", None), pd.Series):
+        raise TypeError(
+            f"sort_series sorts dask Series; this is a {type(s).__name__}"
+            + (" (sort_values sorts frames)" if hasattr(s, "columns") else "")
+        )
+    label = s.name if s.name is not None else "values"  # errors name the series by its name
+    out = sort_values(
+        s.to_frame(name=label),
+        [label],
+        ascending=ascending,
+        na_position=na_position,
+        npartitions=npartitions,
+        ignore_index=ignore_index,
+        divisions=divisions,
+        strategy=strategy,
+        device=device,
+        **options,
+    )
+    return out[label].rename(s.name)
+
+
+def set_index(df, other, *, drop=True, npartitions=None, device=None):
+    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it), sorted
+    by it (stably), with **known divisions from the exact cuts**: the cuts of partitions balanced by
+    rows, each moved to the nearer end of the run of equal values it falls in, as dask's divisions
+    need (a value lies in one partition only: ``loc`` looks in one); so the partitions are balanced
+    to within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
+    approximate quantiles instead). Each division is the first index value of its partition (the
+    last: the largest value); partitions that would be empty are left out, and a frame of no rows
+    has unknown divisions. Missing values in ``other`` are refused (dask's divisions cannot hold
+    them), and so is a categorical whose categories are not in their values' order (dask compares
+    divisions by value). The cuts run at the call, with the sorted partitions persisted so the
+    input is read once; the rest is lazy."""
+    if isinstance(other, list):
+        raise ValueError("set_index takes one column")
+    spec = _spec(df, other, True, "last", "memory", device)
+    dtype = column(df._meta, other).dtype
+    if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != sorted(dtype.categories):
+        raise ValueError(
+            f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
+            "sort_values sorts it in category order, or reorder the categories (cat.reorder_categories)"
+        )
+    g = _Graph(df, spec, _partitions(df, npartitions), False, device, None, every_output=True)
+    cut, _ = g.persist_cuts()
+    index = other not in df.columns  # the index itself: sorted, and kept as the index
+    meta = df._meta if index else _set_index(df._meta, other, drop)
+    runs = len(g.sorted)
+    if int(cut[-1].sum()) == 0:  # no rows
+        out = g.collection(None, _grouped(_nonempty(cut), runs))
+        return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+    missing = sum(g.run("missing", _missing, spec.by[0]))
+    if missing:
+        raise ValueError(f"column {other!r} holds {missing} missing values; dask's divisions cannot hold them: fill or drop them first")
+    firsts = _smallest(g.run("firsts", _firsts, spec, cut))
+    ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
+    cut = _snap(cut, ranks)
+    firsts = _smallest(g.run("divisions", _firsts, spec, cut))
+    out = g.collection(tuple(f[1] for f in firsts), _grouped(cut, runs))
+    return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+def _set_index(part, col, drop):
+    return part.set_index(col, drop=drop)
+
+
+def _missing(part, plan, q, col) -> int:
+    return int(column(part.frame, col).isna().sum())
+
+
+def _firsts(part, plan, q, spec, cut) -> list:
+    """For every output of the cut rows ``cut``: ``(key bytes, value)`` of this part's first row
+    in it, or None where it has none; then those of its last row."""
+    col = column(part.frame, spec.by[0])
+    out = []
+    for t in range(cut.shape[0] - 1):
+        a, b = int(cut[t, q]), int(cut[t + 1, q])
+        out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
+    n = len(part.frame)
+    out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
+    return out
+
+
+def _smallest(per_part) -> list:
+    """Per output: the smallest ``(key, value)`` over the parts (its first row); last: the largest
+    (the result's last row). An output no part has rows in takes the next one's (it is empty)."""
+    columns = list(zip(*per_part))
+    out = [min((x for x in c if x is not None), default=None, key=lambda x: x[0]) for c in columns[:-1]]
+    out.append(max((x for x in columns[-1] if x is not None), default=None, key=lambda x: x[0]))
+    for t in range(len(out) - 2, -1, -1):
+        out[t] = out[t] if out[t] is not None else out[t + 1]
+    return [x if x is not None else (b"", None) for x in out]
+
+
+def _ranks(part, plan, q, spec, keys):
+    """Rows of this part before each of ``keys`` (:func:`dsort.core.frame_chunk.key_bytes`), and up to and including it."""
+    from ..engine import numpy_engine
+
+    mine = F.part_keys(spec, part, plan)
+    probes = F.from_key_bytes(keys, mine) if keys else mine[:0]
+    return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
+
+
+def _snap(cut, ranks):
+    """Cut rows moved to the nearer end of the run of equal keys each falls in (all parts alike),
+    outputs left empty by that dropped."""
+    cut = cut.copy()
+    for t in range(1, cut.shape[0] - 1):
+        left = np.array([r[0][t - 1] for r in ranks], np.int64)
+        right = np.array([r[1][t - 1] for r in ranks], np.int64)
+        target = int(cut[t].sum())
+        cut[t] = left if target - int(left.sum()) <= int(right.sum()) - target else right
+    return _nonempty(cut)
+
+
+def sort_values_external(
+    df,
+    by,
+    *,
+    ascending=True,
+    na_position="last",
+    widths=None,
+    npartitions=None,
+    ignore_index=False,
+    local_directory=None,
+    memory_limit="auto",
+    device=None,
+):
+    """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
+    is sorted by its encoded keys into a run (its rows pickled in blocks in a file under
+    ``local_directory``, its keys in the run store, in memory up to ``memory_limit``), the exact cuts
+    of every output partition come from the keys alone, and each output partition reads its slices
+    of the runs and merges them (:mod:`dsort.collections.external`), so
+    ``sort_values_external(df, ...).to_parquet(path)`` never holds the frame. ``npartitions``
+    output partitions (default: the input's), balanced to within one row; the runs are removed once
+    every output partition is made. Lazy, as the in-memory sort."""
+    from dask.base import tokenize
+
+    from . import external
+    from ..core import runs as R
+    from .array import run_memory
+
+    from . import scale
+
+    spec = _spec(df, by, ascending, na_position, "external", device)
+    budget = run_memory(memory_limit)
+    widths = _widths_tuple(spec, widths)
+    partitions, spacing = _partitions(df, npartitions), 256
+    runs_at = scale.frame_runs(df.npartitions, external=True)
+    groups = scale.merge_groups(partitions, len(runs_at))
+    starts = tuple(a for a, _ in groups)
+    tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
+    codec = RowCodec.of(df._meta)
+    if codec is not None:  # fixed-width columns: rows in the run store, no pickling
+        key_bytes = spec.width((0,) * len(spec.by))
+        layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
+        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
+        job = external.FixedFrameJob(
+            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts
+        )
+        run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
+    else:
+        store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
+        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts)
+        run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
+    dsk = {}
+    inputs = df.__dask_keys__()
+    runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
+    for key, (a, b) in zip(runs, runs_at):
+        dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
+    cut = T.name(T.CUTS, tok)
+    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
+    sizes = T.name(T.SIZES, tok)
+    dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
+    merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
+    for g, key in enumerate(merges):
+        dsk[key] = T.task_beside(key, T.beside(runs, g, len(groups)), merge, job, T.ref(cut), g, *extra)
+    return _collection(df, dsk, df._meta, None, _pieces(dsk, tok, merges, groups, T.ref(sizes)), tok)
+
+
+class _FrameAccessor:
+    """``ddf.dsort``: dsort's sorts as methods of a dask dataframe (registered when dask.dataframe
+    and dsort are both imported)."""
+
+    def __init__(self, df):
+        self._df = df
+
+    def sort_values(self, by, **options):
+        """:func:`dsort.dataframe.sort_values` of this frame."""
+        return sort_values(self._df, by, **options)
+
+    def set_index(self, other, **options):
+        """:func:`dsort.dataframe.set_index` of this frame."""
+        return set_index(self._df, other, **options)
+
+
+class _SeriesAccessor:
+    """``series.dsort``: :func:`sort_series` as a method of a dask series."""
+
+    def __init__(self, s):
+        self._s = s
+
+    def sort_values(self, **options):
+        """:func:`dsort.dataframe.sort_series` of this series."""
+        return sort_series(self._s, **options)
+
+
+def register_accessors() -> None:
+    """Put ``.dsort`` on dask dataframes and series (done once dsort and dask.dataframe are both
+    imported, in either order: see :mod:`dsort`)."""
+    import warnings
+
+    from dask.dataframe import extensions
+
+    with warnings.catch_warnings():  # registering twice (a reload) only warns
+        warnings.simplefilter("ignore")
+        extensions.register_dataframe_accessor("dsort")(_FrameAccessor)
+        extensions.register_series_accessor("dsort")(_SeriesAccessor)
