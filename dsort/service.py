@@ -28,7 +28,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -39,6 +38,8 @@ from .engine import crc
 from .collections import config
 from .collections.config import parse_size  # noqa: F401  (public here too)
 from .core.errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
+from .compute import compute_client, compute_threads
+from .limits import Resources, bounded_fan_in, fmt_bytes, mem_available, on_cpu, resources, sizes  # noqa: F401  (public here too)
 
 # The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
 # no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
@@ -66,241 +67,6 @@ class SortReport:
     @property
     def throughput(self) -> float:
         return self.bytes / self.wall if self.wall > 0 else 0.0
-
-
-# -- resources --------------------------------------------------------------------------------------
-
-
-@dataclass
-class Resources:
-    threads: int
-    host_budget: int  # bytes for the whole job (runs + working memory)
-    gpus: tuple = ()
-    device_budget: int = 0  # bytes per GPU
-    described: str = ""
-
-
-def _mem_available() -> int:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
-
-
-def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None) -> Resources:
-    """The embedded executor's threads, GPUs and budgets from dask's cluster options. ``cpu``:
-    True for CPU workers, False for the GPUs (an error where none is visible), None for the GPUs
-    where any is visible."""
-    from .engine import device as dev
-
-    cpus = os.cpu_count() or 1
-    for name, v in (("--n-workers", n_workers), ("--threads-per-worker", threads_per_worker)):
-        if v is not None and v < 1:
-            raise LimitError(f"{name} must be at least 1, got {v}")
-    visible = 0 if cpu else dev.gpu_count()
-    if cpu is False and not visible:
-        raise LimitError("--gpu: no CUDA device is visible (or CuPy is missing); leave it out to sort on the CPU")
-    if visible and n_workers is not None and n_workers > visible:
-        raise LimitError(
-            f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; pass --cpu for CPU workers"
-        )
-    gpus = tuple(range(n_workers if n_workers else visible)) if visible else ()
-    workers = n_workers or (len(gpus) or 1)
-    if threads_per_worker:
-        threads = workers * threads_per_worker
-    elif gpus:
-        threads = min(cpus, config.get("file-sort.gpu-threads")) * len(gpus)
-    else:
-        threads = workers * max(1, cpus // workers) if n_workers else cpus
-    available = _mem_available()
-    per_worker = parse_size(memory_limit, available // workers, "--memory-limit")
-    host = per_worker * workers if per_worker else int(available * 0.6)
-    device_budget = 0
-    if gpus:
-        import cupy
-
-        free, total = cupy.cuda.Device(gpus[0]).mem_info
-        device_budget = parse_size(device_memory_limit, total, "--device-memory-limit") or int(free * 0.8)
-    elif device_memory_limit is not None:
-        parse_size(device_memory_limit, 1, "--device-memory-limit")
-    where = f"{threads} threads"
-    where += f" on {len(gpus)} GPU(s), device memory {_fmt(device_budget)} each" if gpus else " on the CPU"
-    where += f", host memory {_fmt(host)}"
-    return Resources(threads, host, gpus, device_budget, where)
-
-
-def on_cpu(cpu, nbytes: int, device_memory_limit=None) -> bool:
-    """Whether an embedded sort of ``nbytes`` of input runs on the CPU: ``cpu`` where it is given
-    (True: ``--cpu``, False: ``--gpu``); else where the input is under
-    ``dsort.file-sort.gpu-min-input``, as starting a GPU costs more than such a whole sort on the
-    CPU, unless a ``device_memory_limit`` asks for the GPU."""
-    if cpu is not None:
-        return bool(cpu)
-    return device_memory_limit is None and nbytes < config.nbytes("file-sort.gpu-min-input")
-
-
-def _fmt(n) -> str:
-    from dask.utils import format_bytes
-
-    return format_bytes(int(n))
-
-
-def sizes(res: Resources, row_bytes: int, chunk_size: int | None, nbytes: int | None = None):
-    """``(rows per block, rows per output range, host bytes for runs, device bytes for runs, GPU
-    tasks at once per GPU)`` from the budgets: half of each holds runs, the other half the tasks
-    at work (a task needs about three times its block: the rows, their sorted copy, keys and
-    positions). On a GPU, fewer tasks at once when its budget is small, so blocks stay large.
-    On the CPU, when the input (``nbytes``) is larger than half the host budget its runs go to
-    disk anyway: runs keep an eighth, the tasks the rest, so that blocks are larger and the
-    merges read fewer, longer slices (runs x ranges slices: 3 GB in 715 MiB on 16 threads made
-    384 x 384 of them, 147,000 reads)."""
-    host_runs = _host_runs(res, nbytes)
-    gpu_tasks = 0
-    min_block = config.nbytes("file-sort.min-block")
-    if res.gpus:
-        work = res.device_budget // 2
-        gpu_tasks = max(1, min(config.get("file-sort.gpu-threads"), -(-res.threads // len(res.gpus)), work // 3 // (64 << 20)))
-        block = min(config.nbytes("file-sort.gpu-block"), work // gpu_tasks // 3)
-        smallest = ("--device-memory-limit", min_block * 3 * 2 * gpu_tasks, "per GPU")
-    else:
-        block = min(config.nbytes("file-sort.cpu-block"), (res.host_budget - host_runs) // res.threads // 3)
-        smallest = ("--memory-limit", min_block * 3 * 2 * res.threads, f"in all for {res.threads} threads")
-    if chunk_size:
-        block = int(chunk_size)
-    elif block < max(min_block, row_bytes):
-        option, need, per = smallest
-        have = res.device_budget if res.gpus else res.host_budget
-        raise LimitError(
-            f"{option}: {_fmt(have)} is too small to sort blocks of at least {_fmt(min_block)}; "
-            f"the smallest workable total is {_fmt(need)} {per}"
-        )
-    rows = max(1, block // row_bytes)
-    return rows, rows, host_runs, res.device_budget // 2 if res.gpus else 0, gpu_tasks
-
-
-def _host_runs(res: Resources, nbytes: int | None) -> int:
-    """Host bytes that hold runs (:func:`sizes`)."""
-    if not res.gpus and nbytes is not None and nbytes > res.host_budget // 2:
-        return res.host_budget // 8
-    return res.host_budget // 2
-
-
-def _bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size, gpu_tasks: int):
-    """Blocks large enough that the input makes at most ``dsort.file-sort.max-runs`` runs (one
-    merge pass), and small enough that a task's three copies of one fit its share of the memory;
-    else a :class:`LimitError` that names the workable range."""
-    max_runs = config.get("file-sort.max-runs")
-    need = -(-n // max_runs) if n else 1
-    if gpu_tasks:
-        room = res.device_budget // 2 // gpu_tasks // 3
-    else:
-        room = (res.host_budget - _host_runs(res, n * row_bytes)) // res.threads // 3
-    if rows < need:
-        if chunk_size:
-            raise LimitError(
-                f"--chunk-size {_fmt(chunk_size)} would cut {_fmt(n * row_bytes)} into {-(-n // rows):,} runs; "
-                f"dsort merges at most {max_runs:,} in one pass: the smallest workable --chunk-size here is "
-                f"{_fmt(need * row_bytes)}"
-            )
-        rows = need
-    if rows * row_bytes > room and not chunk_size and rows == need:  # an explicit --chunk-size is the user's call
-        what = f"{_fmt(n * row_bytes)} of input in at most {max_runs:,} runs"
-        option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
-        raise LimitError(
-            f"{what} needs blocks of {_fmt(rows * row_bytes)}, and a task holds about three of them: more than "
-            f"{option} leaves each of {gpu_tasks or res.threads} tasks ({_fmt(room * 3)}); raise {option} or lower "
-            "--threads-per-worker"
-        )
-    runs = max(1, -(-n // rows))
-    range_rows = max(rows, -(-n // max(1, config.get("file-sort.max-slices") // runs)))  # few runs x ranges: the per-slice costs stay small
-    return rows, max(rows, min(range_rows, room // row_bytes))
-
-
-# -- computing -------------------------------------------------------------------------------------
-
-
-def _compute_threads(dsk, keys, threads: int, progress):
-    """Compute ``keys`` of ``dsk`` on a pool of ``threads`` threads (dask's threaded scheduler),
-    feeding ``progress`` (a :class:`dsort.progress.Progress`, or None)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from dask.callbacks import Callback
-    from dask.threaded import get
-
-    from .progress import make_phase_of
-
-    phase_of = make_phase_of()
-
-    class _Bars(Callback):
-        def _pretask(self, key, dsk, state):
-            if progress is not None:
-                progress.started(phase_of(key))
-
-        def _posttask(self, key, result, dsk, state, id):
-            if progress is not None:
-                progress.finished(phase_of(key))
-
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="dsort")
-    try:
-        with _Bars():
-            return get(dsk, keys, num_workers=threads, pool=pool)
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _compute_client(client, dsk, keys, progress: bool):
-    from distributed import wait
-
-    from .progress import progress_bars
-
-    futures = client.get(dsk, keys, sync=False)
-    flat = [f for group in futures for f in group]
-    lost = _watch_workers(client, flat)
-    try:
-        if progress:
-            progress_bars(flat, client)
-        wait(flat)
-        if lost:
-            raise JobFailed(lost[0])
-        return client.gather(futures)
-    except BaseException as e:
-        client.cancel(flat)
-        if lost and not isinstance(e, (KeyboardInterrupt, SystemExit)):
-            raise JobFailed(lost[0]) from None
-        raise
-    finally:
-        lost.append(None)  # ends the watch
-
-
-def _watch_workers(client, futures) -> list:
-    """Watch the cluster while ``futures`` run: when it has had no workers for
-    ``dsort.no-workers-timeout`` seconds (all lost, say, with no nanny to restart them), cancel the
-    futures (so nothing waits forever) and put the reason in the returned list."""
-    limit = config.seconds("no-workers-timeout")
-    state: list = []
-
-    def watch():
-        since = None
-        while not state:
-            time.sleep(min(1.0, limit / 4))
-            try:
-                workers = len(client.scheduler_info()["workers"])
-            except Exception:  # the client is closing: the job is over
-                return
-            since = None if workers else since or time.monotonic()
-            if since is not None and time.monotonic() - since >= limit and not state:
-                state.append(
-                    f"the cluster at {client.scheduler.address} has had no workers for {limit:.0f} s (lost, with no nanny to restart them?)"
-                )
-                client.cancel(futures)
-                return
-
-    threading.Thread(target=watch, name="dsort-watch-workers", daemon=True).start()
-    return state
 
 
 # -- the service ------------------------------------------------------------------------------------
@@ -529,7 +295,7 @@ def _sort_fixed(
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
     rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, chunk_size, nbytes)
-    rows_per_block, rows_per_range = _bounded_fan_in(n, layout.row_bytes, rows_per_block, res, chunk_size, gpu_tasks)
+    rows_per_block, rows_per_range = bounded_fan_in(n, layout.row_bytes, rows_per_block, res, chunk_size, gpu_tasks)
     job_id = uuid.uuid4().hex  # 32 hex digits, as dask's tokens: key_split drops them from task names
     base = Path(local_directory).absolute() if local_directory else out.parent
     made = [] if base.is_dir() else _make_dirs(base)
@@ -541,10 +307,11 @@ def _sort_fixed(
     store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=client is not None)
     blocks = fixed.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = plan.ranges(n, rows_per_range)
-    print(f"sorting {n:,} {fmt} ({_fmt(nbytes)}) from {input} into {out}", file=stream)
+    print(f"sorting {n:,} {fmt} ({fmt_bytes(nbytes)}) from {input} into {out}", file=stream)
     at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
     print(
-        f"on {res.described}; {len(blocks)} runs of up to {_fmt(rows_per_block * layout.row_bytes)}, {len(ranges)} output ranges{at_once}",
+        f"on {res.described}; {len(blocks)} runs of up to {fmt_bytes(rows_per_block * layout.row_bytes)}, "
+        f"{len(ranges)} output ranges{at_once}",
         file=stream,
     )
     if res.gpus and client is None:
@@ -563,11 +330,11 @@ def _sort_fixed(
                 bar = Progress({"run": len(run_keys), "cuts": 1, "merge": len(merge_keys)}, stream) if progress else None
                 if client is None:
                     with bar if bar is not None else _Null():
-                        run_results, merge_results = _compute_threads(dsk, [run_keys, merge_keys], res.threads, bar)
+                        run_results, merge_results = compute_threads(dsk, [run_keys, merge_keys], res.threads, bar)
                     if bar is not None:
                         phases.update({p: s[1] - s[0] for p, s in bar.spans.items()})
                 else:
-                    run_results, merge_results = _compute_client(client, dsk, [run_keys, merge_keys], progress)
+                    run_results, merge_results = compute_client(client, dsk, [run_keys, merge_keys], progress)
                 for run, _, times in run_results:
                     tier = "workers' disks" if run.worker else run.tier
                     tiers[tier] = tiers.get(tier, 0) + 1
@@ -683,14 +450,14 @@ def _sort_parquet(
         memory = res.host_budget
     else:
         workers = client.scheduler_info()["workers"].values()
-        memory = sum(w.get("memory_limit") or _mem_available() for w in workers) or _mem_available()
+        memory = sum(w.get("memory_limit") or mem_available() for w in workers) or mem_available()
     external = sum(Path(f).stat().st_size for f in files) * config.get("file-sort.parquet-memory-factor") > memory
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
         try:
             job = parquet.sort_job(
                 files, tmp, by=by, descending=descending, external=external, local_directory=local_directory or out.parent
             )
-            print(f"sorting {job.records:,} parquet rows ({_fmt(job.nbytes)}) from {input} into {out}", file=stream)
+            print(f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {input} into {out}", file=stream)
             print(f"on {where}" + ("; through runs on disk (more than fits in memory)" if external else ""), file=stream)
             if job.records:
                 if client is None:
@@ -726,9 +493,9 @@ def _sort_parquet(
 
 def format_report(r: SortReport) -> str:
     """The summary a finished job prints: records, bytes, time, throughput, where the time went."""
-    lines = [f"sorted {r.records:,} records ({_fmt(r.bytes)}), duplicate keys {r.output_summary.duplicates:,}"]
+    lines = [f"sorted {r.records:,} records ({fmt_bytes(r.bytes)}), duplicate keys {r.output_summary.duplicates:,}"]
     lines.append(
-        f"wall time {r.wall:.2f} s, throughput {_fmt(r.throughput)}/s ({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
+        f"wall time {r.wall:.2f} s, throughput {fmt_bytes(r.throughput)}/s ({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
         + (f"; process start-up before it {r.startup:.2f} s" if r.startup is not None else "")
     )
     if r.phases:

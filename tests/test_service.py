@@ -32,7 +32,7 @@ def test_out_of_core_on_the_cpu_the_tasks_get_most_of_the_memory():
     assert fits[0] == (res.host_budget - res.host_budget // 2) // 16 // 3 // 100
     assert spills[0] == (res.host_budget - res.host_budget // 8) // 16 // 3 // 100
     n = 3000 * MIB // 100
-    assert service._bounded_fan_in(n, 100, spills[0], res, None, 0) == (spills[0], spills[1])
+    assert service.bounded_fan_in(n, 100, spills[0], res, None, 0) == (spills[0], spills[1])
     gpu = Resources(threads=16, host_budget=715 * MIB, gpus=(0,), device_budget=4 * GIB)
     assert service.sizes(gpu, 100, None, nbytes=3000 * MIB)[2] == gpu.host_budget // 2  # the GPU's runs: unchanged
 
@@ -48,12 +48,12 @@ def test_blocks_grow_to_merge_in_one_pass():
     n = 10**6
     need = -(-n // 1024)  # dsort.file-sort.max-runs
     # ranges: at most max-slices (65536) run x range pairs: 1024 runs, 64 ranges
-    assert service._bounded_fan_in(n, 100, 100, res, None, 0) == (need, -(-n // 64))
-    assert service._bounded_fan_in(n, 100, 5000, res, None, 0)[0] == 5000
+    assert service.bounded_fan_in(n, 100, 100, res, None, 0) == (need, -(-n // 64))
+    assert service.bounded_fan_in(n, 100, 5000, res, None, 0)[0] == 5000
     with pytest.raises(LimitError, match=f"into 10,000 runs; .* smallest workable --chunk-size here is {need * 100 / 1024:.2f} kiB"):
-        service._bounded_fan_in(n, 100, 100, res, 10_000, 0)
+        service.bounded_fan_in(n, 100, 100, res, 10_000, 0)
     with dask.config.set({"dsort.file-sort.max-runs": 10}):
-        assert service._bounded_fan_in(n, 100, 100, res, None, 0)[0] == n // 10
+        assert service.bounded_fan_in(n, 100, 100, res, None, 0)[0] == n // 10
 
 
 def test_the_report_says_where_the_time_went():
