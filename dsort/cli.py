@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 from dask.utils import format_bytes, parse_bytes
 
-from .core import valsort
 from .io import InputError
+from .check import check_path, report_check
 from .service import JobFailed  # exit status 1 (a failed check too)
 
 
@@ -85,13 +85,6 @@ def _security(args):
     if sec is not None and not args.scheduler:
         raise InputError("the TLS options are for a running cluster: give its tls:// address with --scheduler")
     return sec
-
-
-def _rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
-    """Rows per block for ``dsort check``: ``--chunk-size`` bytes, else ``dsort.check.block``."""
-    from .collections import config
-
-    return max(int(chunk_size or config.nbytes("check.block")) // max(row_bytes, 1), 1)
 
 
 def _service_kwargs(args) -> dict:
@@ -159,67 +152,6 @@ def _sort(args) -> int:
 
 
 # -- dsort check ---------------------------------------------------------------------------------
-
-
-def check_path(
-    path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None, security=None
-) -> valsort.Summary:
-    """The :class:`~dsort.core.valsort.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
-    the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
-    import dask
-
-    from . import io
-    from .io import npy, parquet, records
-
-    fmt, files, dirs = io.discover(path, fmt)
-    if fmt == "records":
-        tasks = records.check_tasks(
-            files,
-            record_size=record_size,
-            key_size=key_size,
-            rows_per_block=_rows_per_block(record_size, chunk_size),
-            descending=descending,
-        )
-    elif fmt == "npy":
-        tasks = npy.check_tasks(files, rows_per_block=_rows_per_block(npy.inspect(files)[0].itemsize, chunk_size), descending=descending)
-    else:
-        order = parquet.check_order(by=by, descending=descending, order=parquet.manifest(dirs[0]) if dirs else None)
-        tasks = parquet.check_tasks(files, *order)
-    if scheduler:
-        from .cluster import connect
-        from .progress import run
-
-        with connect(scheduler, quiet=True, security=security) as session:
-            parts = run(session, tasks)[0] if tasks else []
-    else:
-        from dask.diagnostics import ProgressBar
-
-        bar = ProgressBar(minimum=1.0) if sys.stdout.isatty() else _null()
-        with bar:
-            parts = dask.compute(*tasks, scheduler="threads") if tasks else []
-    if fmt == "parquet":  # the parts' first and last rows, encoded at one width
-        parts = parquet.comparable(parts, *order)
-    return valsort.combine(parts, descending=descending and fmt != "parquet")
-
-
-class _null:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-def report_check(s: valsort.Summary, out=None) -> None:
-    """``valsort``'s report."""
-    out = out or sys.stdout
-    print(f"Records: {s.records:,}", file=out)
-    print(f"Checksum: {s.checksum:x}", file=out)
-    print(f"Duplicate keys: {s.duplicates:,}", file=out)
-    if s.sorted:
-        print("SUCCESS - all records are in order", file=out)
-    else:
-        print(f"FAILURE - {s.unordered:,} records out of order, the first at record {s.first_unordered:,}", file=out)
 
 
 def _check(args) -> int:

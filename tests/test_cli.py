@@ -735,7 +735,9 @@ def test_option_parsers_and_check_blocks():
     for bad in ("0", "0.5", "x", "-2GB", "0GB"):
         with pytest.raises(LimitError):
             parse_size(bad)
-    assert cli._rows_per_block(100, 1000) == 10 and cli._rows_per_block(100, 50) == 1
-    assert cli._rows_per_block(8, None) == (64 << 20) // 8 and cli._rows_per_block(0, 10) == 10
+    from dsort.check import rows_per_block
+
+    assert rows_per_block(100, 1000) == 10 and rows_per_block(100, 50) == 1
+    assert rows_per_block(8, None) == (64 << 20) // 8 and rows_per_block(0, 10) == 10
     with dask.config.set({"dsort.check.block": "1KiB"}):
-        assert cli._rows_per_block(100, None) == 10
+        assert rows_per_block(100, None) == 10

@@ -103,6 +103,9 @@ def test_take_rows_and_copies_equal_numpys(rng, shape, dtype, view, pos):
             dp, p = cupy.asarray(np.repeat(p, 2))[::2], p
         got, want = engine.take_rows(d, dp), host[p]
     assert same(cupy.asnumpy(got), want)
+    if pos != "none":
+        with pytest.raises(TypeError, match="integers"):
+            engine.take_rows(d, dp.astype("float64"))
 
 
 @pytest.mark.parametrize("start,stop,step", [(0, 0, 1), (0, 1, 1), (0, 1000, 1), (5, 70_000, 1), (999, -1, -1), (3, 10, 4)])
@@ -121,5 +124,7 @@ def test_concatenate_equals_numpys(rng, shape, dtype):
     device = [cupy.asarray(p) for p in pieces]
     device[-1], pieces[-1] = device[-1][::2], pieces[-1][::2]
     assert same(cupy.asnumpy(cupy_engine.concatenate(device)), np.concatenate(pieces))
-    with pytest.raises(ValueError, match="one dtype"):
-        cupy_engine.concatenate([device[0], device[0].astype("float64")])
+    mixed = [device[0], device[0].astype("float64")]  # promoted as NumPy's
+    assert same(cupy.asnumpy(cupy_engine.concatenate(mixed)), np.concatenate([pieces[0], pieces[0].astype("float64")]))
+    with pytest.raises(ValueError, match="trailing shape"):
+        cupy_engine.concatenate([device[0], device[0][:1].reshape((1,) + shape[1:] + (1,))])

@@ -8,6 +8,7 @@ import uuid
 import numpy as np
 import pytest
 
+from dsort.core import diskio
 from dsort.core import runs as R
 from dsort.engine import device as dev
 
@@ -119,19 +120,19 @@ def test_leftovers_of_dead_processes_only_are_removed(tmp_path):
 def test_files_are_read_and_written_whole(tmp_path, rng):
     rows = rng.integers(0, 256, (300, 7), dtype=np.uint8)
     path = tmp_path / "f.bin"
-    R.write_file(path, rows)
-    np.testing.assert_array_equal(R.read_file(path, 7 * 10, 20, 7), rows[10:30])
+    diskio.write_file(path, rows)
+    np.testing.assert_array_equal(diskio.read_file(path, 7 * 10, 20, 7), rows[10:30])
     fd = os.open(path, os.O_RDWR)
     try:
-        R.pwrite_all(fd, np.zeros(14, np.uint8), 7)
+        diskio.pwrite_all(fd, np.zeros(14, np.uint8), 7)
         buf = np.empty(21, np.uint8)
-        R.pread_into(fd, buf, 0)
-        R.start_writeback(fd, 0, 21)
+        diskio.pread_into(fd, buf, 0)
+        diskio.start_writeback(fd, 0, 21)
     finally:
         os.close(fd)
     assert list(buf[7:21]) == [0] * 14 and list(buf[:7]) == list(rows[0])
     with pytest.raises(OSError, match="end of file"):
-        R.read_file(path, 7 * 299, 2, 7)
+        diskio.read_file(path, 7 * 299, 2, 7)
 
 
 def test_a_file_run_is_visible_where_its_file_is(tmp_path):
@@ -177,9 +178,9 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
 def test_read_handles_are_kept_and_forgotten_when_a_run_is_written_again(tmp_path):
     """A run file read through the store's kept handle, then written again as a new file at the same
     path (a run made again): the next read sees the new rows, never the old file's."""
-    from dsort.core.runs import _Handles
+    from dsort.core.diskio import Handles
 
-    h = _Handles()
+    h = Handles()
     path = str(tmp_path / "run")
     old = np.arange(40, dtype=np.uint8).reshape(10, 4)
     old.tofile(path)

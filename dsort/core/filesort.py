@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from . import valsort
-from . import chunk, plan
+from . import chunk, diskio, plan
 from .. import engine as engines
 from . import runs as R
 from ..engine import crc
@@ -141,12 +141,12 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
     path, offset, n = job.blocks[i]
     lay = job.layout
     if gpu is None:
-        rows = R.read_file(path, offset, n, lay.row_bytes)
+        rows = diskio.read_file(path, offset, n, lay.row_bytes)
         watch.lap("read")
     else:
         fd = os.open(path, os.O_RDONLY)
         try:
-            rows = dev.upload(n * lay.row_bytes, lambda buf, off: R.pread_into(fd, buf, offset + off), gpu).reshape(n, lay.row_bytes)
+            rows = dev.upload(n * lay.row_bytes, lambda buf, off: diskio.pread_into(fd, buf, offset + off), gpu).reshape(n, lay.row_bytes)
         finally:
             os.close(fd)
         watch.lap("read + copy in")
@@ -308,9 +308,9 @@ def _write_at(path, offset: int, rows, gpu=None) -> None:
     fd = os.open(path, os.O_WRONLY)
     try:
         if gpu is None:
-            R.pwrite_all(fd, np.ascontiguousarray(rows).reshape(-1).view(np.uint8), offset)
+            diskio.pwrite_all(fd, np.ascontiguousarray(rows).reshape(-1).view(np.uint8), offset)
         else:
-            dev.download(rows, lambda buf, off: R.pwrite_all(fd, buf, offset + off), gpu)
-        R.start_writeback(fd, offset, rows.nbytes)
+            dev.download(rows, lambda buf, off: diskio.pwrite_all(fd, buf, offset + off), gpu)
+        diskio.start_writeback(fd, offset, rows.nbytes)
     finally:
         os.close(fd)

@@ -174,7 +174,7 @@ def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbyt
     if checksums is None:
         rows = as_rows(keys) if rows is None else rows
         nbytes = rows.size if nbytes is None else nbytes
-        if xp is not np:
+        if xp is not np and is_device_array(rows):
             from ..engine import _checks
 
             done = _checks.summary(keys, rows, descending)

@@ -108,7 +108,9 @@ def _library_paths():
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib  # what CuPy 14 loads its NVRTC with
 
-        yield load_nvidia_dynamic_lib("nvrtc").abs_path
+        found = load_nvidia_dynamic_lib("nvrtc").abs_path
+        if found:
+            yield found
     except Exception:
         pass
     for home in (os.environ.get("CUDA_PATH"), os.environ.get("CUDA_HOME"), "/usr/local/cuda"):

@@ -55,6 +55,8 @@ def gather_rows(values, positions=None):
         values, pitch = cupy.ascontiguousarray(values), width
     if positions is not None:
         positions = cupy.asarray(positions)
+        if positions.dtype.kind not in "iu":
+            raise TypeError(f"take_rows: positions must be integers, got {positions.dtype}")
         if positions.dtype.itemsize not in P.VALUE_TYPES or positions.strides[0] % positions.itemsize:
             positions = cupy.ascontiguousarray(positions, dtype=cupy.int64)
     word = max(w for w in P.GATHER_WORDS if width % w == 0 and pitch % w == 0 and values.data.ptr % w == 0)
@@ -74,13 +76,14 @@ def iota(n: int, start: int = 0, step: int = 1):
 
 
 def concatenate(arrays):
-    """The arrays joined along axis 0 (same dtype and trailing shape): one device-to-device copy
-    each (``cupy.concatenate`` builds a copy kernel)."""
-    arrays = [contiguous(a) for a in arrays]
+    """The arrays joined along axis 0 (one trailing shape; dtypes promoted as NumPy's): one
+    device-to-device copy each (``cupy.concatenate`` builds a copy kernel)."""
     first = arrays[0]
-    if any(a.dtype != first.dtype or a.shape[1:] != first.shape[1:] for a in arrays):
-        raise ValueError("concatenate: arrays of one dtype and trailing shape")
-    out = cupy.empty((sum(len(a) for a in arrays),) + first.shape[1:], dtype=first.dtype)
+    if any(a.shape[1:] != first.shape[1:] for a in arrays):
+        raise ValueError("concatenate: arrays of one trailing shape")
+    dtype = np.result_type(*(a.dtype for a in arrays))  # promoted as NumPy's (mixed dtypes: a cast each)
+    arrays = [contiguous(a if a.dtype == dtype else a.astype(dtype)) for a in arrays]
+    out = cupy.empty((sum(len(a) for a in arrays),) + first.shape[1:], dtype=dtype)
     at = 0
     for a in arrays:
         if a.nbytes:

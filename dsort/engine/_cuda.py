@@ -39,7 +39,12 @@ def _module(m: Module, arch: int) -> tuple[cupy.RawModule, dict]:
     shipped = _aot.find(m, arch)
     if shipped is not None:
         path, lowered = shipped
-        return cupy.RawModule(path=str(path)), lowered
+        try:
+            mod = cupy.RawModule(path=str(path))
+            mod.get_function(next(iter(lowered.values())))  # loads it: a driver too old for it says so here
+            return mod, lowered
+        except cupy.cuda.driver.CUDADriverError:
+            pass  # compiled here instead, for this driver
     options = (*_aot.OPTIONS, f"-I{kernel_dir()}")
     return cupy.RawModule(code=_aot.code(m), options=options, name_expressions=list(m.names)), {}
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import plan
-from ..core.runs import pwrite_all
+from ..core.diskio import pwrite_all
 from ..core.errors import InputError
 
 
