@@ -432,3 +432,25 @@ def test_number_keys_of_partitions_whose_dtype_is_not_the_metas():
     ddf = dd.from_delayed([dask.delayed(p) for p in parts], meta=meta, verify_meta=False)
     got = sort_values(ddf, "x", strategy="memory").compute(scheduler="sync")
     assert got["x"].tolist() == [-5, -1, 0, 2, 3]
+
+
+@pytest.mark.parametrize("key", ["sum", "shifted", "index", "named"])
+def test_set_index_by_a_series_or_the_index_as_pandas_does(rng, key):
+    """A dask Series (an expression of columns) or the frame's own index as the key, as dask and
+    pandas take one: every column stays, the index takes the key's name; divisions exact and
+    Python values, as dask's."""
+    df = pd.DataFrame({"x": rng.integers(0, 50, 700), "y": rng.integers(0, 7, 700), "v": np.arange(700)})
+    if key == "named":
+        df.index = pd.Index(rng.integers(0, 99, 700), name="ix")
+    ddf = dd.from_pandas(df, npartitions=5, sort=False)
+    theirs, ours = {
+        "sum": (df.x + df.y, ddf.x + ddf.y),
+        "shifted": ((df.x + 1).rename("x1"), (ddf.x + 1).rename("x1")),
+        "index": (df.index, ddf.index),
+        "named": (df.index, ddf.index),
+    }[key]
+    out = set_index(ddf, ours)
+    expected = df.set_index(theirs).sort_index(kind="stable")
+    pd.testing.assert_frame_equal(out.compute(scheduler="sync"), expected, check_index_type=False)
+    assert out.known_divisions and all(type(d) is int for d in out.divisions)
+    assert out.divisions[0] == expected.index[0] and out.divisions[-1] == expected.index[-1]

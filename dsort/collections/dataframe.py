@@ -357,8 +357,9 @@ def sort_series(
 
 
 def set_index(df, other, *, drop=True, npartitions=None, device=None):
-    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it), sorted
-    by it (stably), with **known divisions from the exact cuts**: the cuts of partitions balanced by
+    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a dask
+    Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably), with
+    **known divisions from the exact cuts**: the cuts of partitions balanced by
     rows, each moved to the nearer end of the run of equal values it falls in, as dask's divisions
     need (a value lies in one partition only: ``loc`` looks in one); so the partitions are balanced
     to within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
@@ -370,6 +371,8 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     input is read once; the rest is lazy."""
     if isinstance(other, list):
         raise ValueError("set_index takes one column")
+    if hasattr(other, "dask") and hasattr(other, "npartitions"):  # a dask Series or Index, as dask and pandas take
+        return _set_index_by(df, other, drop=drop, npartitions=npartitions, device=device)
     spec = _spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
     if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != sorted(dtype.categories):
@@ -392,8 +395,35 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
     cut = _snap(cut, ranks)
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
-    out = g.collection(tuple(f[1] for f in firsts), _grouped(cut, runs))
+    out = g.collection(tuple(_python(f[1]) for f in firsts), _grouped(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+KEY = "__dsort_index__"  # the column a Series key travels in while the frame is sorted by it
+
+
+def _set_index_by(df, key, **options):
+    """:func:`set_index` by a dask Series or Index aligned with ``df`` (an expression of its columns,
+    or its own index), as pandas and dask take one: the frame's columns all stay, and the index takes
+    the key's name."""
+    series = key.to_series() if _is_index(key) else key
+    out = set_index(df.assign(**{KEY: series}), KEY, **options)
+    return out.map_partitions(_rename_index, key.name, meta=out._meta.rename_axis(key.name), align_dataframes=False)
+
+
+def _is_index(x) -> bool:
+    import dask.dataframe as dd
+
+    return isinstance(x, dd.Index)
+
+
+def _rename_index(part, name):
+    return part.rename_axis(name)
+
+
+def _python(value):
+    """A division as dask gives them: a Python value where NumPy's scalar stands for one."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _set_index(part, col, drop):
