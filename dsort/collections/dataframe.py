@@ -369,8 +369,9 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     them), and so is a categorical whose categories are not in their values' order (dask compares
     divisions by value). The cuts run at the call, with the sorted partitions persisted so the
     input is read once; the rest is lazy."""
-    if isinstance(other, list):
-        raise ValueError("set_index takes one column")
+    if isinstance(other, list) and len(other) == 1:
+        other = other[0]
+    _one_key(other)
     if hasattr(other, "dask") and hasattr(other, "npartitions"):  # a dask Series or Index, as dask and pandas take
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, device=device)
     spec = _spec(df, other, True, "last", "memory", device)
@@ -397,6 +398,24 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(_python(f[1]) for f in firsts), _grouped(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+def _one_key(other) -> None:
+    """dask's refusals of a key that is not one column, with its exceptions and messages."""
+    import dask.dataframe as dd
+
+    if isinstance(other, list):
+        if any(isinstance(c, (dd.DataFrame, dd.Series, dd.Index)) for c in other):
+            raise TypeError("List[FrameBase] not supported by set_index")
+        raise NotImplementedError(
+            f"Dask dataframe does not yet support multi-indexes.\nYou tried to index with this index: {other}\n"
+            "Indexes must be single columns only."
+        )
+    if isinstance(other, dd.DataFrame):
+        raise NotImplementedError(
+            "Dask dataframe does not yet support multi-indexes.\n"
+            f"You tried to index with a frame with these columns: {list(other.columns)}\nIndexes must be single columns only."
+        )
 
 
 KEY = "__dsort_index__"  # the column a Series key travels in while the frame is sorted by it

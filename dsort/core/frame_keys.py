@@ -387,7 +387,7 @@ def normalize(by, ascending):
     if any(a not in (0, 1) for a in ascending):
         raise ValueError(f"ascending takes True/False (or 1/0), got {ascending!r}")
     if len(ascending) != len(by):
-        raise ValueError(f"ascending has {len(ascending)} entries for {len(by)} by columns")
+        raise ValueError(f"Length of ascending={ascending} != length of by={by}")  # dask's words
     return by, [bool(a) for a in ascending]
 
 
