@@ -477,3 +477,16 @@ def test_an_ascending_list_of_the_wrong_length_is_dasks_error():
     with pytest.raises(ValueError) as ours:
         sort_values(ddf, ["a", "b"], ascending=[True])
     assert str(ours.value) == str(theirs.value)
+
+
+def test_dasks_own_knobs_are_accepted_and_change_nothing(rng):
+    """shuffle_method, max_branch, upsample and partition_size choose dask's own machinery: a call
+    written for dask runs unchanged and gives the same rows and divisions as without them."""
+    df = pd.DataFrame({"k": rng.integers(0, 30, 400), "v": np.arange(400)})
+    ddf = dd.from_pandas(df, npartitions=4, sort=False)
+    knobs = {"shuffle_method": "tasks", "max_branch": 8, "upsample": 2.0, "partition_size": 1e6}
+    plain, tuned = sort_values(ddf, "k"), sort_values(ddf, "k", **knobs)
+    pd.testing.assert_frame_equal(tuned.compute(scheduler="sync"), plain.compute(scheduler="sync"))
+    plain, tuned = set_index(ddf, "k"), ddf.dsort.set_index("k", **knobs)
+    assert tuned.divisions == plain.divisions
+    pd.testing.assert_frame_equal(tuned.compute(scheduler="sync"), plain.compute(scheduler="sync"))

@@ -113,6 +113,10 @@ def sort_values(
     widths=None,
     local_directory=None,
     memory_limit="auto",
+    shuffle_method=None,
+    max_branch=None,
+    upsample=None,
+    partition_size=None,
 ):
     """Sort a dask dataframe by ``by`` (a column label or index level name, or a list of them),
     like pandas' stable ``sort_values``: see the module docstring. Returns a lazy dask dataframe
@@ -127,7 +131,10 @@ def sort_values(
     ``widths``: a width in bytes for each string column by name (all partitions' keys encoded at
     it; else each partition's own, padded where they meet). ``strategy``: ``"memory"``,
     ``"external"`` (frames bigger than memory: :func:`sort_values_external`, with
-    ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`)."""
+    ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`).
+    ``shuffle_method``, ``max_branch``, ``upsample``, ``partition_size``: knobs of dask's own
+    shuffle and quantiles, accepted so that dask calls run unchanged, with no effect (the cuts are
+    exact and the partitions balanced whatever they say)."""
     spec = _spec(df, by, ascending, na_position, strategy, device)
     parts = _partitions(df, npartitions)
     if strategy == "auto":
@@ -356,7 +363,9 @@ def sort_series(
     return out[label].rename(s.name)
 
 
-def set_index(df, other, *, drop=True, npartitions=None, device=None):
+def set_index(
+    df, other, *, drop=True, npartitions=None, device=None, shuffle_method=None, max_branch=None, upsample=None, partition_size=None
+):
     """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a dask
     Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably), with
     **known divisions from the exact cuts**: the cuts of partitions balanced by
@@ -368,7 +377,9 @@ def set_index(df, other, *, drop=True, npartitions=None, device=None):
     has unknown divisions. Missing values in ``other`` are refused (dask's divisions cannot hold
     them), and so is a categorical whose categories are not in their values' order (dask compares
     divisions by value). The cuts run at the call, with the sorted partitions persisted so the
-    input is read once; the rest is lazy."""
+    input is read once; the rest is lazy. ``shuffle_method``, ``max_branch``, ``upsample``,
+    ``partition_size``: dask's own machinery's knobs, accepted with no effect (as in
+    :func:`sort_values`)."""
     if isinstance(other, list) and len(other) == 1:
         other = other[0]
     _one_key(other)
