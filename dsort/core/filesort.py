@@ -1,7 +1,7 @@
 """The external sort of fixed-width rows in files (records, ``.npy``): runs, exact cuts, merges
 written straight into the output.
 
-Three phases, one dask task graph (:func:`graph`):
+Three phases, one dask task graph (built by :func:`dsort.io._fixed.graph` for the file sort):
 
 ``dsort-run``    one task per input block: read the block (into a reused page-locked buffer on a
                  GPU), sort it on its engine (records: the keys with their row positions, then

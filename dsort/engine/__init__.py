@@ -21,7 +21,6 @@ The engine is chosen from the array's type, never from a global flag: :func:`get
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from . import host, numpy_engine

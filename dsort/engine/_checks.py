@@ -8,6 +8,7 @@ from __future__ import annotations
 import cupy
 import numpy as np
 
+from . import _codes
 from . import _cuda as C
 from . import _kernels as P
 from . import keys as K
@@ -15,7 +16,7 @@ from . import keys as K
 
 def _row_stride(a) -> int | None:
     """Bytes between rows of 2-D uint8 ``a`` whose bytes within a row are adjacent, else None."""
-    return int(a.strides[0]) if a.ndim == 2 and a.dtype == np.uint8 and (a.shape[1] <= 1 or a.strides[1] == 1) else None
+    return _codes.rows_pitch(a) if a.ndim == 2 and a.dtype == np.uint8 else None
 
 
 def _out(n: int):

@@ -28,7 +28,7 @@ class Coded:
         return P.Order(self.key, descending, na_first)
 
 
-def _rows_pitch(x) -> int | None:
+def rows_pitch(x) -> int | None:
     """Bytes between the rows (items along axis 0) of ``x`` whose bytes within a row are C-contiguous
     (a view of wider records: a row of each), else None."""
     inner = x.dtype.itemsize
@@ -50,7 +50,7 @@ def gather_rows(values, positions=None):
     width = out.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
     if not n or not width:
         return out
-    pitch = _rows_pitch(values)
+    pitch = rows_pitch(values)
     if pitch is None:
         values, pitch = cupy.ascontiguousarray(values), width
     if positions is not None:
@@ -101,7 +101,7 @@ def pack(rows, offset: int, length: int, perm=None) -> Coded:
     """Bytes [offset, offset + length) of each row (of row perm[i]) as one word per key; ``rows``
     2-D uint8 whose rows' bytes are adjacent (a view of wider records will do)."""
     n, width = rows.shape
-    pitch = _rows_pitch(rows)
+    pitch = rows_pitch(rows)
     if pitch is None:
         rows, pitch = cupy.ascontiguousarray(rows), width
     word = 16 if length > 8 else 8
