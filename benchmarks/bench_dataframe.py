@@ -55,6 +55,7 @@ def main() -> None:
     p.add_argument("--cpu-threads", type=int, default=4)
     p.add_argument("--gpu-threads", type=int, default=8)
     p.add_argument("--cpu-cases", default="dask,dsort", help="the GPU case's CPU peers: dask, dsort, both or none ('')")
+    p.add_argument("--gpu-strategies", default="auto", help="the GPU case's strategies, comma separated (auto, memory, external)")
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
     p.add_argument("--timeline", action="store_true", help="print each case's task phases in its last round (where the time went)")
     a = p.parse_args()
@@ -285,10 +286,12 @@ def gpu_case(a) -> None:
                     client.register_plugin(_OneGPU(gpus))
                 gpus = len({w.get("name") for w in client.scheduler_info()["workers"].values()}) // max(a.per_gpu, 1)
                 df = frame()
-                fn = lambda i: sort_values(fresh(df, i), "k", device="gpu")  # noqa: E731
-                t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and "dsort device='gpu'", client)
                 workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads"
-                rows.append({"case": "dsort device='gpu'", "workers": workers, "median s": t})
+                for strategy in a.gpu_strategies.split(","):
+                    case = "dsort device='gpu'" + ("" if strategy == "auto" else f" {strategy}")
+                    fn = lambda i, s=strategy: sort_values(fresh(df, i), "k", device="gpu", strategy=s)  # noqa: E731
+                    t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
+                    rows.append({"case": case, "workers": workers, "median s": t})
     base = rows[0]["median s"] if rows and rows[0]["case"] == "dask" else None
     for r in rows:
         r["vs dask"] = f"{base / r['median s']:.2f}x" if base else "-"

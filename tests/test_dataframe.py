@@ -289,6 +289,7 @@ def test_auto_takes_the_external_sort_for_many_pieces(rng, tmp_path):
     with dask.config.set({"dsort.dataframe.memory-pieces": 3}):
         assert D.choose_strategy(64, 64) == "external" and D.choose_strategy(1, 1) == "memory"
         assert D.choose_strategy(64, 64, divisions=True) == "memory"
+    assert D.choose_strategy(8, 8, device="gpu") == "external" and D.choose_strategy(8, 8, True, "gpu") == "memory"
     df = pd.DataFrame({"k": rng.integers(0, 50, 2000), "row": np.arange(2000)})
     ddf = dd.from_pandas(df, npartitions=20, sort=False)
     with dask.config.set({"temporary-directory": str(tmp_path), "dsort.dataframe.memory-pieces": 3}):

@@ -122,6 +122,10 @@ class Deployment:
                 )
                 log.close()
         self.workers = scale.get("worker", 1)
+        if self.gpu:  # each worker service is one dask-cuda worker per visible GPU
+            from dsort.engine.device import gpu_count
+
+            self.workers *= gpu_count()
         try:
             with Client(self.address, security=security(self.paths["/tls"]), timeout="60s") as c:
                 c.wait_for_workers(self.workers, timeout=60)

@@ -75,11 +75,14 @@ def _partitions(df, npartitions) -> int:
     return int(npartitions)
 
 
-def choose_strategy(partitions: int, outputs: int, divisions: bool = False) -> str:
-    """The ``"auto"`` rule: ``"memory"`` while its slices (runs x merge groups, :mod:`dsort.collections.scale`:
-    about twice the worker threads each, whatever the partitions) are at most the setting
-    ``dsort.dataframe.memory-pieces`` (1024; dask's config), or where the external sort cannot run
-    (workers on several machines, whose files the others cannot read; ``divisions=True``); else
+def choose_strategy(partitions: int, outputs: int, divisions: bool = False, device=None) -> str:
+    """The ``"auto"`` rule. ``"memory"`` where the external sort cannot run (workers on several
+    machines, whose files the others cannot read; ``divisions=True``). Else ``"external"`` for
+    ``device="gpu"``: its runs stay on the GPUs and a merge of many runs is one sort of their
+    slices (2^28 rows in 64 partitions on one H100: 6.5 s in memory, 1.8 s external; BENCHMARKS.md,
+    "Dataframes"). On the CPU, ``"memory"`` while its slices (runs x merge groups,
+    :mod:`dsort.collections.scale`: about twice the worker threads each, whatever the partitions)
+    are at most the setting ``dsort.dataframe.memory-pieces`` (1024; dask's config), else
     ``"external"``. Each in-memory slice is one dask task and transfer; the external sort reads
     its slices inside its merge tasks (on one machine from the page cache). Measured on 8 CPU
     workers (BENCHMARKS.md, "Scale"), the in-memory sort was the faster or within 1.2x of the
@@ -88,9 +91,11 @@ def choose_strategy(partitions: int, outputs: int, divisions: bool = False) -> s
 
     runs = len(scale.frame_runs(partitions, external=False))
     pieces = runs * len(scale.merge_groups(outputs, runs))
-    if divisions or pieces <= int(config.get("dataframe.memory-pieces")) or not external.one_host():
+    if divisions or not external.one_host():
         return "memory"
-    return "external"
+    if device == "gpu" or pieces > int(config.get("dataframe.memory-pieces")):
+        return "external"
+    return "memory"
 
 
 def _widths_tuple(spec: KeySpec, widths):
@@ -138,7 +143,7 @@ def sort_values(
     spec = _spec(df, by, ascending, na_position, strategy, device)
     parts = _partitions(df, npartitions)
     if strategy == "auto":
-        strategy = choose_strategy(df.npartitions, parts, divisions)
+        strategy = choose_strategy(df.npartitions, parts, divisions, device)
     if strategy == "external":
         if divisions:
             raise ValueError("divisions=True needs the in-memory sort (strategy='memory')")

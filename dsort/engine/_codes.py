@@ -45,6 +45,10 @@ def gather_rows(values, positions=None):
     """``values[positions]`` along axis 0 (``values`` itself where positions is None: a C-contiguous
     copy), every row moved as the widest words that divide it, by dsort's kernel (no CuPy kernel
     built). ``positions``: non-negative integers of 4 or 8 bytes."""
+    if positions is not None:
+        positions = cupy.asarray(positions)
+        if positions.dtype.kind not in "iu":
+            raise TypeError(f"take_rows: positions must be integers, got {positions.dtype}")
     n = len(values) if positions is None else len(positions)
     out = cupy.empty((n,) + values.shape[1:], dtype=values.dtype)
     width = out.itemsize * int(np.prod(values.shape[1:], dtype=np.int64))
@@ -54,9 +58,6 @@ def gather_rows(values, positions=None):
     if pitch is None:
         values, pitch = cupy.ascontiguousarray(values), width
     if positions is not None:
-        positions = cupy.asarray(positions)
-        if positions.dtype.kind not in "iu":
-            raise TypeError(f"take_rows: positions must be integers, got {positions.dtype}")
         if positions.dtype.itemsize not in P.VALUE_TYPES or positions.strides[0] % positions.itemsize:
             positions = cupy.ascontiguousarray(positions, dtype=cupy.int64)
     word = max(w for w in P.GATHER_WORDS if width % w == 0 and pitch % w == 0 and values.data.ptr % w == 0)
