@@ -46,6 +46,11 @@ def test_run_count_follows_the_threads_and_the_bytes_not_the_pieces():
     assert plan.run_count(4096, 8, 2, nbytes=10 << 20, min_bytes=8 << 20) == 1
     assert plan.run_count(4096, 8, 2, nbytes=1 << 30, min_bytes=1 << 20, max_bytes=64 << 20) == 16
     assert plan.run_count(4096, 1, 2, nbytes=1 << 34, min_bytes=1 << 20, max_bytes=64 << 20) == 256
+    # chunks of a run's worth each are not grouped (each sorted where it lies), up to 4 a thread
+    big = dict(min_bytes=64 << 20, whole_bytes=256 << 20)
+    assert plan.run_count(8, 2, 2, nbytes=8 << 30, **big) == 8
+    assert plan.run_count(64, 2, 2, nbytes=64 << 30, **big) == 8
+    assert plan.run_count(8, 2, 2, nbytes=1 << 30, **big) == 4  # 128 MiB chunks: grouped
     for p in (16, 512, 4096):
         assert plan.run_count(p, 2, 2, nbytes=80 << 20, min_bytes=8 << 20) == 4
 

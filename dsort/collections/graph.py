@@ -168,12 +168,13 @@ def sort_graph(
     if strategy == "auto":
         strategy = choose_strategy()
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
-    groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external")
+    host = isinstance(keys._meta, np.ndarray)
+    groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external", host)
     out_groups = scale.output_groups(sizes, len(groups))
     token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups, out_groups)
     key_name = T.name(T.SORTED_KEYS, token)
     value_name = T.name(T.SORTED_VALUES, token) if (values is not None or positions) else None
-    back_to_host = device == "gpu" and isinstance(keys._meta, np.ndarray)  # output chunks: the input's type
+    back_to_host = device == "gpu" and host  # output chunks: the input's type
     value_chunks = _first_keys(values) if values is not None else [None] * len(sizes)
     deps = [keys] if values is None else [keys, values]
     outputs = [(key_name, keys.ndim, 0)]

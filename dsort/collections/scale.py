@@ -42,9 +42,12 @@ def _bytes(name: str, gpu: bool) -> int:
     return config.nbytes("scale." + ("gpu-" if gpu else "") + name)
 
 
-def array_runs(sizes, row_bytes: int, gpu: bool, external: bool) -> list:
+def array_runs(sizes, row_bytes: int, gpu: bool, external: bool, host: bool = True) -> list:
     """Chunks of ``sizes`` rows (``row_bytes`` a row: key and value) grouped into runs:
-    ``[(first chunk, end), ...]`` (:func:`dsort.core.plan.groups`)."""
+    ``[(first chunk, end), ...]`` (:func:`dsort.core.plan.groups`). ``host``: the chunks are in
+    host memory, where chunks of ``whole-chunk`` bytes are not grouped (moving one to another
+    worker costs more than its sort); CuPy chunks move GPU to GPU, and fewer, larger runs win
+    there (2^30 keys on 2 H100s over UCX: 0.24-0.29 s grouped, 0.37 s not; BENCHMARKS.md)."""
     nbytes = int(sum(sizes)) * int(row_bytes)
     count = plan.run_count(
         len(sizes),
@@ -53,6 +56,8 @@ def array_runs(sizes, row_bytes: int, gpu: bool, external: bool) -> list:
         nbytes,
         _bytes("min-run", gpu),
         _bytes("external-run", gpu) if external else None,
+        _bytes("whole-chunk", gpu) if host else None,
+        int(config.get("scale.most-runs-per-thread")),
     )
     return plan.groups(sizes, count)
 

@@ -221,11 +221,17 @@ def interior_targets(chunk_sizes):
     return offsets(chunk_sizes)[1:]
 
 
-def run_count(pieces: int, threads: int, per_thread: int, nbytes=None, min_bytes: int = 1, max_bytes=None) -> int:
+def run_count(
+    pieces: int, threads: int, per_thread: int, nbytes=None, min_bytes: int = 1, max_bytes=None, whole_bytes=None, most_per_thread: int = 4
+) -> int:
     """How many runs ``pieces`` consecutive input pieces (chunks, partitions) are sorted into:
     ``per_thread`` for each of ``threads`` worker threads (all of them busy), more where a run
     would hold more than ``max_bytes`` of the ``nbytes`` in all, fewer where one would hold less
     than ``min_bytes``; at least one, and never more than the pieces (a piece is not split).
+    Pieces of ``whole_bytes`` or more (on average) are runs of their own, up to
+    ``most_per_thread`` runs a thread: each is sorted where it lies, as grouping them would move
+    all but one of a group's pieces to another worker (1 GiB chunks of host data on two GPU
+    workers: 2 GPUs took 1.27x one GPU's time grouped).
     Where ``nbytes`` is None (a frame's partitions have no known size) only the threads count.
     The count follows the data and the workers, not the partitioning: a sort's tasks are then
     O(pieces + outputs), and its slices (runs x merge groups) as few as the workers need."""
@@ -233,6 +239,8 @@ def run_count(pieces: int, threads: int, per_thread: int, nbytes=None, min_bytes
     if nbytes is not None:
         if max_bytes:
             want = max(want, -(-int(nbytes) // int(max_bytes)))
+        if whole_bytes and int(nbytes) >= int(pieces) * int(whole_bytes):
+            want = max(want, int(most_per_thread) * int(threads))
         want = min(want, max(1, int(nbytes) // max(int(min_bytes), 1)))
     return int(max(1, min(want, pieces)))
 
