@@ -43,6 +43,7 @@ import numpy as np
 
 from .. import engine as engines
 from ..engine import device as dev
+from ..engine import ipc
 from .diskio import Handles, write_file
 
 TIERS = ("shared", "device", "host", "disk")
@@ -89,7 +90,7 @@ class Run:
     sample: object = field(default=None, repr=False, compare=False)  # keys at run positions 0, s, 2s, ... (NumPy)
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
     row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
-    shared: object = None  # a shared run's handle (:class:`dsort.engine.device.Shared`)
+    shared: object = None  # a shared run's handle (:class:`dsort.engine.ipc.Shared`)
     made: str = field(default_factory=lambda: uuid.uuid4().hex[:16], compare=False)  # this making of it (a compute of the job)
 
     def __sizeof__(self) -> int:
@@ -149,9 +150,9 @@ class RunStore:
         cfg = self.config
         if dev.is_device_array(rows):
             gpu = rows.device.id
-            if cfg.shared_fraction and nbytes and dev.room(gpu, nbytes, cfg.shared_fraction):
+            if cfg.shared_fraction and nbytes and ipc.room(gpu, nbytes, cfg.shared_fraction):
                 _watch(self)  # first: the job's directory made, this store kept until it is gone
-                got = dev.share(rows)
+                got = ipc.share(rows)
                 if got is not None:
                     self._data[index], handle = got
                     return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle)
@@ -197,7 +198,7 @@ class RunStore:
         widths = [run.row_bytes or self.config.row_bytes for run, _, _ in items]
         others = {}  # other processes' shared runs, by index: opened for this read only
         for i, (run, _, _) in enumerate(items):
-            if i not in fetched and run.tier == "shared" and run.shared.owner != dev.PROCESS:
+            if i not in fetched and run.tier == "shared" and run.shared.owner != ipc.PROCESS:
                 others.setdefault(run.index, run)
         host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
         # one handle per run file for all its slices (the cuts read thousands of windows)
@@ -338,12 +339,12 @@ class RunStore:
 
 @contextlib.contextmanager
 def _opened(runs: dict):
-    """:func:`dsort.engine.device.opened` of other processes' shared ``runs`` (by index): a run
+    """:func:`dsort.engine.ipc.opened` of other processes' shared ``runs`` (by index): a run
     that cannot be opened (its worker restarted, say) fails the read with its name."""
     try:
-        with dev.opened([r.shared for r in runs.values()]) as got:
+        with ipc.opened([r.shared for r in runs.values()]) as got:
             yield got
-    except dev.SharedGone as e:
+    except ipc.SharedGone as e:
         where = ", ".join(f"{r.index} (worker {r.worker})" for r in runs.values())
         raise OSError(f"one of the runs {where} kept on the GPUs is gone ({e}): was its worker restarted?") from None
 
@@ -352,7 +353,7 @@ def _visible(run: Run) -> bool:
     """Whether this process reads ``run`` itself: its file is visible here, or its GPU (a shared
     run's; the process that made it reads it in place)."""
     if run.tier == "shared":
-        return run.shared.owner == dev.PROCESS or dev.local_device(run.shared) is not None
+        return run.shared.owner == ipc.PROCESS or ipc.local_device(run.shared) is not None
     return os.path.exists(run.path)
 
 

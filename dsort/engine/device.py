@@ -7,8 +7,9 @@
 * :class:`Staging` – reused page-locked host buffers: a stream of blocks is read from a file into
   one, copied to the device from it, and copied back into one to be written, with no new pinned
   allocation per block.
-* :func:`share`, :func:`opened` – device arrays that the other processes of the host open (CUDA
-  IPC) and copy from, device to device.
+* :func:`slices_to_host` – many small row ranges of a device array, gathered and copied out at once.
+
+Device arrays shared with the host's other processes (CUDA IPC): :mod:`dsort.engine.ipc`.
 
 Imports no CuPy until a function needs it, so the CPU-only paths never pay for it.
 """
@@ -16,12 +17,10 @@ Imports no CuPy until a function needs it, so the CPU-only paths never pay for i
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import mmap
 import os
 import threading
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -345,71 +344,6 @@ def download(x, sink, device: int) -> None:
             sink(bufs[k % 2][: min(PIECE, nbytes - off)], off)
 
 
-# Device arrays shared between the processes of one host (CUDA IPC). A worker process keeps the
-# run it sorted on its GPU; the other worker processes of the machine open it by its handle and
-# copy the slices they need device to device (over NVLink where the GPUs differ): no file, no host
-# copy. A handle names its GPU by PCI bus id, which every process agrees on, whatever its
-# CUDA_VISIBLE_DEVICES says. An opened array is closed as soon as its reader has copied out of it,
-# so the owner may free it once every reader is done.
-
-
-@dataclasses.dataclass(frozen=True)
-class Shared:
-    """What another process needs to open a device array: its allocation's IPC handle, shape,
-    dtype, its GPU's PCI bus id, the machine (:func:`host_id`: bus ids repeat across machines), and
-    the owning process (:data:`PROCESS`: it reads the array directly, as CUDA does not let a
-    process open its own handles; process ids repeat across containers)."""
-
-    handle: bytes
-    shape: tuple
-    dtype: str
-    bus: str
-    host: str
-    owner: str
-
-
-PROCESS = uuid.uuid4().hex  # this process, among all that may share device arrays
-
-
-@functools.cache
-def host_id() -> str:
-    """This machine: its name and, where Linux tells it, its boot id."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id") as f:
-            boot = f.read().strip()
-    except OSError:
-        boot = ""
-    return f"{os.uname().nodename}/{boot}"
-
-
-def bus_id(device: int) -> str:
-    """The PCI bus id of GPU ``device`` (this process's numbering): the same GPU in every process."""
-    import cupy
-
-    return cupy.cuda.Device(device).pci_bus_id
-
-
-@functools.cache
-def _buses() -> dict:
-    return {bus_id(d): d for d in range(gpu_count())}
-
-
-def local_device(shared: Shared) -> int | None:
-    """This process's number of the GPU that holds ``shared``; None where that GPU is not visible
-    here (another machine's, or hidden by CUDA_VISIBLE_DEVICES)."""
-    return _buses().get(shared.bus) if shared.host == host_id() else None
-
-
-def room(device: int, nbytes: int, fraction: float) -> bool:
-    """Whether ``nbytes`` more on GPU ``device`` keep its used memory (every process's, CuPy's
-    cached blocks included) within ``fraction`` of the whole."""
-    import cupy
-
-    with cupy.cuda.Device(device):
-        free, total = cupy.cuda.runtime.memGetInfo()
-    return total - free + nbytes <= fraction * total
-
-
 _streams = threading.local()
 
 
@@ -440,94 +374,3 @@ def slices_to_host(x, device: int, ranges) -> list:
         out.append(host[at : at + hi - lo])
         at += hi - lo
     return out
-
-
-def share(x):
-    """``(copy, Shared)``: device array ``x`` copied into an allocation of its own (CuPy's pool
-    hands out pieces of larger ones, which IPC cannot name), and that copy's handle; None where
-    the GPU has no room for the copy. The owner keeps ``copy`` alive for as long as other
-    processes may open it."""
-    import cupy
-
-    with x.device:
-        try:
-            mem = cupy.cuda.memory.Memory(x.nbytes)
-        except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
-            with contextlib.suppress(Exception):
-                cupy.cuda.runtime.getLastError()  # a refused allocation is no error of later calls
-            return None
-        own = cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0))
-        own[...] = x
-        cupy.cuda.get_current_stream().synchronize()  # the copy is whole before any reader opens it
-        handle = cupy.cuda.runtime.ipcGetMemHandle(mem.ptr)
-        return own, Shared(bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), host_id(), PROCESS)
-
-
-class SharedGone(OSError):
-    """A shared device array that could not be opened (its process has ended, say)."""
-
-
-_opened: dict = {}  # handle -> [device pointer, device, readers]: one mapping per process, counted
-_opened_lock = threading.Lock()
-
-
-def _open(s: Shared, d: int) -> int:
-    import cupy
-
-    with _opened_lock:
-        got = _opened.get(s.handle)
-        if got is None:
-            with cupy.cuda.Device(d):
-                try:
-                    ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)
-                except cupy.cuda.runtime.CUDARuntimeError as e:
-                    raise SharedGone(f"a device array shared on GPU {s.bus} could not be opened: {e}") from None
-            got = _opened[s.handle] = [ptr, d, 0]
-        got[2] += 1
-        return got[0]
-
-
-def _close(handle: bytes) -> None:
-    import cupy
-
-    with _opened_lock:
-        got = _opened[handle]
-        got[2] -= 1
-        if got[2] == 0:
-            del _opened[handle]
-            with cupy.cuda.Device(got[1]):
-                cupy.cuda.runtime.ipcCloseMemHandle(got[0])
-
-
-@contextlib.contextmanager
-def opened(shares):
-    """``[(array, device)]``: each of another process's ``shares`` opened on its GPU (as this
-    process numbers it), or ``(None, None)`` where that GPU is not visible here. Copy out of them
-    inside the block, on each array's device or into host memory; every such device's current
-    stream is synchronized before they close. Threads of one process opening the same array share
-    one mapping, closed by the last of them."""
-    if not shares:  # nothing to open: no CuPy needed
-        yield []
-        return
-    import cupy
-
-    out, handles, devices = [], [], set()
-    try:
-        for s in shares:
-            d = local_device(s)
-            if d is None:
-                out.append((None, None))
-                continue
-            ptr = _open(s, d)
-            handles.append(s.handle)
-            devices.add(d)
-            nbytes = int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
-            mem = cupy.cuda.UnownedMemory(ptr, nbytes, None, d)
-            out.append((cupy.ndarray(s.shape, s.dtype, cupy.cuda.MemoryPointer(mem, 0)), d))
-        yield out
-    finally:
-        for d in devices | ({cupy.cuda.Device().id} if devices else set()):
-            with cupy.cuda.Device(d):
-                cupy.cuda.get_current_stream().synchronize()
-        for h in handles:
-            _close(h)

@@ -1,0 +1,176 @@
+"""The in-memory sort of a dask dataframe as a task graph (:class:`Graph`), and how its output
+partitions become a dask dataframe: the graph behind :func:`dsort.collections.dataframe.sort_values`
+(``strategy="memory"``), its ``divisions=True`` and :func:`~dsort.collections.dataframe.set_index`;
+the external sort (:func:`~dsort.collections.dataframe.sort_values_external`) shares the output
+pieces and the collection. The phases are the dataframe module's docstring's."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import frame_chunk as F
+from ..core.frame_keys import KeySpec
+from . import tasks as T
+
+
+class Graph:
+    """The tasks of one in-memory frame sort (see the module docstring), as a dict: the sorts,
+    the plan and the cuts at once; the slices, merges and output pieces by :meth:`collection`.
+
+    Consecutive partitions are sorted together into runs and consecutive outputs merged
+    together (:mod:`dsort.collections.scale`), so the tasks are O(partitions + outputs) and the slices runs x
+    merge groups. ``every_output``: the cuts are found at every output's start (:func:`set_index`
+    snaps each), not only where the merge groups meet."""
+
+    def __init__(self, df, spec: KeySpec, partitions: int, ignore_index: bool, device, widths, every_output=False):
+        from dask.base import tokenize
+
+        from . import scale
+
+        runs = scale.frame_runs(df.npartitions, external=False)
+        self.groups = scale.merge_groups(partitions, len(runs))
+        starts = None if every_output else tuple(a for a, _ in self.groups)
+        self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
+        self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths, runs, starts)
+        self.dsk = {}
+        inputs = df.__dask_keys__()
+        # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
+        sort = [
+            self._add((T.name(T.SORT, token), g), F.sort_part, [T.ref(k) for k in inputs[a:b]], spec, widths, device, True)
+            for g, (a, b) in enumerate(runs)
+        ]
+        # each part's info carries its sample: the plan finds the windows at once
+        cuts_at = partitions if every_output else len(self.groups)
+        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s), cuts_at) for i, s in enumerate(sort)]
+        plan = self._add(T.name(T.PLAN, token), F.make_plan, spec, partitions, starts, *map(T.ref, info))
+        windows = [self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), i) for i, s in enumerate(sort)]
+        self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), *map(T.ref, windows))
+        self.sorted, self.plan, self.partitions = sort, plan, partitions
+
+    def _add(self, key, func, *args):
+        self.dsk[key] = T.task(key, func, *args)
+        return key
+
+    def graph(self) -> dict:
+        return {**self.df.__dask_graph__(), **self.dsk}
+
+    def collection(self, divisions=None, given=None):
+        """The sorted frame: one slice task per (merge group, run), one merge per group, one
+        piece per output of a group of several. ``given``: ``(cut rows where the groups meet,
+        every output's rows, the groups)`` computed beforehand (default: the cuts task's, the
+        plan's and this graph's)."""
+        if given is None:
+            cuts, groups = self.cuts, self.groups
+            sizes = T.ref(self._add(T.name(T.SIZES, self.token), F.output_sizes, T.ref(self.plan)))
+        else:
+            rows, sizes, groups = given
+            cuts = T.name(T.CUTS, f"given-{self.token}")
+            self.dsk[cuts] = rows
+        slices = T.name(T.SLICE, self.token)
+        for g in range(len(groups)):
+            for i, s in enumerate(self.sorted):
+                self._add((slices, g, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), g, i)
+        # Every part's slices are made before any merge starts: a worker (one thread, say) would
+        # otherwise run its own merges first, by dask's order, while another's merges wait for its slices.
+        ready = [
+            self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
+            for i in range(len(self.sorted))
+        ]
+        merges = []
+        for g in range(len(groups)):
+            pieces = [T.ref((slices, g, i)) for i in range(len(self.sorted))]
+            ready_refs = list(map(T.ref, ready))
+            merges.append(
+                self._add(
+                    (T.name(T.MERGE, self.token), g),
+                    F.merge_after,
+                    ready_refs,
+                    self.df._meta,
+                    T.ref(cuts),
+                    g,
+                    self.ignore_index,
+                    self.device,
+                    *pieces,
+                )
+            )
+        outputs = output_pieces(self.dsk, self.token, merges, groups, sizes)
+        return as_collection(self.df, self.dsk, self.df._meta, divisions, outputs, self.token)
+
+    def persist_cuts(self):
+        """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
+        cluster's memory) for the lazy rest; returns the cut rows and the plan. For results whose
+        divisions must be known when they are built: the input is still read once."""
+        import dask
+        from dask.delayed import Delayed
+
+        keys = [*self.sorted, self.plan, self.cuts]
+        persisted = dask.persist(*[Delayed(k, self.graph()) for k in keys])
+        for d in persisted:
+            self.dsk.update(d.__dask_graph__())
+        return dask.compute(persisted[-1], persisted[-2])
+
+    def run(self, name, func, *args):
+        """``func(sorted part, plan, its index, *args)`` of every sorted part, computed now."""
+        import dask
+        from dask.delayed import Delayed
+
+        name = T.name(T.CUTS, f"{name}-{self.token}")
+        keys = [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+        graph = self.graph()
+        return dask.compute(*[Delayed(k, graph) for k in keys])
+
+
+def output_pieces(dsk: dict, token: str, merges, groups, sizes) -> list:
+    """The output partitions' task keys: merge ``g`` itself where its group ``(a, b)`` is one
+    output, else a piece task of it per output (added to ``dsk``); ``sizes``: every output's rows
+    (or a reference to them)."""
+    outputs = []
+    for key, (a, b) in zip(merges, groups):
+        if b - a == 1:
+            outputs.append(key)
+            continue
+        for t in range(a, b):
+            outputs.append((T.name(T.PIECE, token), t))
+            dsk[outputs[-1]] = T.task(outputs[-1], F.piece, T.ref(key), sizes, t, a)
+    return outputs
+
+
+def as_collection(df, dsk: dict, meta, divisions, keys, token: str):
+    """A dask dataframe of the tasks ``keys`` of ``dsk`` (which reads ``df``'s): dask's
+    ``from_delayed`` of them, so dask names the result by those keys alone; it never hashes the
+    input's graph (``from_graph`` does, which costs the data of a persisted input and fails on a
+    loader dask cannot hash; dask-expr's ``FromGraph`` given a token still hashes it where a
+    filter checks that two frames are aligned)."""
+    import dask.dataframe as dd
+    from dask.delayed import Delayed
+    from dask.highlevelgraph import HighLevelGraph
+
+    layer = T.name(T.SORTED, token)
+    graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
+    parts = [Delayed(k, graph, layer=layer) for k in keys]
+    return dd.from_delayed(parts, meta=meta, divisions=divisions, verify_meta=False)
+
+
+def nonempty_cuts(cut):
+    """Cut rows without the outputs they leave empty (divisions must not go back), but one."""
+    keep = [0] + [t for t in range(1, cut.shape[0]) if cut[t].sum() > cut[t - 1].sum()]
+    if len(keep) == 1:
+        keep.append(cut.shape[0] - 1)
+    return cut[keep]
+
+
+def positional_divisions(sizes) -> tuple:
+    """The divisions of a result indexed by position (its partitions of ``sizes`` rows): where its
+    partitions start, then its last row."""
+    starts = np.cumsum([0, *sizes])  # the first row of each output partition, then the row count
+    return tuple(int(x) for x in starts[:-1]) + (max(int(starts[-1]) - 1, 0),)
+
+
+def grouped_cuts(cut, runs: int):
+    """``(cut rows where the groups meet, every output's rows, the groups)`` of per-output cut
+    rows ``cut``, its outputs in merge groups (:func:`dsort.collections.scale.merge_groups`)."""
+    from . import scale
+
+    sizes = tuple(int(x) for x in np.diff(cut.sum(axis=1)))
+    groups = scale.merge_groups(len(sizes), runs)
+    return cut[[a for a, _ in groups] + [len(sizes)]], sizes, groups

@@ -1,0 +1,135 @@
+"""dsort.engine.ipc: device arrays shared between a host's processes (CUDA IPC); the counting of
+opened mappings and the visibility of another machine's arrays on any machine (CUDA IPC stood in
+for), the sharing itself on a device."""
+
+import contextlib
+
+import numpy as np
+import pytest
+
+from dsort.engine import ipc
+
+
+def test_opening_no_shared_arrays_needs_no_gpu():
+    with ipc.opened([]) as got:
+        assert got == []
+
+
+def test_a_shared_array_of_another_machine_is_not_visible_here():
+    """PCI bus ids repeat from machine to machine: a handle of another machine's GPU is never
+    opened here, whatever its bus id."""
+    other = ipc.Shared(b"", (1,), "u1", "0000:00:00.0", "elsewhere/" + ipc.host_id(), "p")
+    assert ipc.local_device(other) is None and ipc.host_id() == ipc.host_id()
+
+
+_CHILD = """
+import pickle, sys
+import numpy as np
+from dsort.engine import device, ipc
+shared, ranges = pickle.loads(sys.stdin.buffer.read())
+with ipc.opened([shared]) as [(x, d)]:
+    whole = device.to_host(x)
+    parts = device.slices_to_host(x, d, ranges)
+sys.stdout.buffer.write(pickle.dumps((d, whole, parts)))
+"""
+
+
+@pytest.mark.gpu
+def test_a_shared_device_array_is_read_by_another_process(rng):
+    """A device array shared by this process is opened by another (CUDA IPC), on the same GPU by
+    its PCI bus id, and read whole and in slices; the owner's copy is its own allocation."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import pickle
+    import subprocess
+    import sys
+
+    import cupy
+
+    n = int(rng.integers(1, 5000))
+    x = cupy.asarray(rng.integers(0, 256, (n, 7), dtype=np.uint8))
+    own, shared = ipc.share(x)
+    assert shared.owner == ipc.PROCESS and shared.shape == (n, 7) and ipc.local_device(shared) == x.device.id
+    assert own.data.ptr != x.data.ptr and bool((own == x).all())
+    cuts = np.sort(rng.integers(0, n + 1, 6))
+    ranges = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
+    child = subprocess.run(
+        [sys.executable, "-c", _CHILD], input=pickle.dumps((shared, ranges)), capture_output=True, timeout=120, check=True
+    )
+    d, whole, parts = pickle.loads(child.stdout)
+    host = cupy.asnumpy(x)
+    assert d == x.device.id
+    np.testing.assert_array_equal(whole, host)
+    for (a, b), got in zip(ranges, parts):
+        np.testing.assert_array_equal(got, host[a:b])
+
+
+@pytest.mark.gpu
+def test_room_counts_the_gpus_used_memory():
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import cupy
+
+    free, total = cupy.cuda.runtime.memGetInfo()
+    assert ipc.room(0, 0, 1.0) and not ipc.room(0, free + 1, 1.0) and not ipc.room(0, 0, 0.0)
+
+
+@pytest.fixture
+def fake_ipc(monkeypatch):
+    """CUDA IPC stood in for by a table of open mappings (the counting of opens can be tested on
+    any machine): ``{handle: times opened and not closed}``; handle ``b"gone"`` cannot be opened."""
+    import sys
+    import types
+
+    mapped = {}
+
+    class Refused(Exception):
+        pass
+
+    def open_handle(handle):
+        if handle == b"gone":
+            raise Refused("invalid resource handle")
+        assert handle not in mapped, "a mapping opened twice in one process"
+        mapped[handle] = 1
+        return 4096 * (len(mapped) + 1)
+
+    def close_handle(ptr):
+        handle = next(h for h, p in opened_at.items() if p == ptr)
+        del mapped[handle]
+
+    opened_at = {}
+
+    def tracked_open(handle):
+        opened_at[handle] = open_handle(handle)
+        return opened_at[handle]
+
+    rt = types.SimpleNamespace(CUDARuntimeError=Refused, ipcOpenMemHandle=tracked_open, ipcCloseMemHandle=close_handle)
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=rt, Device=lambda d: contextlib.nullcontext())
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    return mapped
+
+
+def _shared(handle):
+    return ipc.Shared(handle, (4,), "u1", "0000:01:00.0", ipc.host_id(), "another process")
+
+
+def test_threads_opening_one_shared_array_share_one_mapping(fake_ipc):
+    """Opens of one array by several readers of a process map it once; the last close unmaps it;
+    an array that cannot be opened fails with SharedGone, and nothing stays mapped."""
+    a, b = _shared(b"a"), _shared(b"b")
+    p = ipc._open(a, 0)
+    assert ipc._open(a, 0) == p and fake_ipc == {b"a": 1}
+    ipc._open(b, 0)
+    ipc._close(a.handle)
+    assert set(fake_ipc) == {b"a", b"b"}
+    ipc._close(a.handle)
+    ipc._close(b.handle)
+    assert fake_ipc == {} and ipc._opened == {}
+    with pytest.raises(ipc.SharedGone, match="could not be opened"):
+        ipc._open(_shared(b"gone"), 0)
+    assert fake_ipc == {} and ipc._opened == {}
