@@ -5,6 +5,8 @@
 dataframes and series (``ddf.dsort.sort_values("k")``). :mod:`dsort.engine` sorts one array on one
 device and needs no dask, so it is imported eagerly and the dask front ends only on first use: the
 accessor is registered when ``dask.dataframe`` is imported (now, if it already is).
+``dsort.enable()`` / ``with dsort.enabled():`` put dsort under dask's own ``sort_values`` and
+``set_index`` (:mod:`dsort.collections.switch`).
 """
 
 import sys
@@ -13,7 +15,7 @@ from . import engine
 
 __version__ = "0.1.0"
 
-__all__ = ["argsort", "engine", "sort", "sort_by_key", "__version__"]
+__all__ = ["argsort", "disable", "enable", "enabled", "engine", "is_enabled", "sort", "sort_by_key", "__version__"]
 
 
 def __getattr__(name):
@@ -21,6 +23,10 @@ def __getattr__(name):
         from .collections import array
 
         return getattr(array, name)
+    if name in ("enable", "disable", "enabled", "is_enabled"):  # the switch under dask's sorts
+        from .collections import switch
+
+        return getattr(switch, name)
     if name == "dataframe":  # dask.dataframe on first use only
         import importlib
 
@@ -29,9 +35,16 @@ def __getattr__(name):
 
 
 def _register_accessors() -> None:
+    """Once dsort and dask.dataframe are both imported: the ``.dsort`` accessors, and the switch
+    under dask's sorts where dask's config turns it on (DASK_DSORT__DATAFRAME__DROP_IN=1)."""
+    from .collections import config
     from .collections.dataframe import register_accessors
 
     register_accessors()
+    if config.get("dataframe.drop-in"):
+        from .collections.switch import enable
+
+        enable()
 
 
 class _WhenDaskDataframeLoads:

@@ -34,7 +34,7 @@ def reference(df, by, ascending, na_position="last"):
 
 
 KINDS = ["int", "uint8", "float", "string", "pystring", "bool", "Int64", "datetime", "datetime_tz", "category"]
-KINDS += ["arrow_int", "arrow_ts", "arrow_decimal", "arrow_bool"]
+KINDS += ["arrow_int", "arrow_ts", "arrow_decimal", "arrow_bool", "arrow_binary", "arrow_string", "timedelta"]
 
 
 def _column(kind, rng, n):
@@ -58,8 +58,13 @@ def _column(kind, rng, n):
         t = pd.Series(pd.to_datetime(small, unit="D"))
         t[missing] = pd.NaT
         return t.dt.tz_localize("UTC").dt.tz_convert("Europe/Paris") if kind == "datetime_tz" else t
-    if kind == "category":
-        return pd.Categorical(np.array(["x", "b", "m"], dtype=object)[small % 3], categories=["x", "b", "m"], ordered=bool(rng.integers(2)))
+    if kind in ("category", "category_ordered", "category_unordered"):
+        ordered = {"category": bool(rng.integers(2)), "category_ordered": True, "category_unordered": False}[kind]
+        return pd.Categorical(np.array(["x", "b", "m"], dtype=object)[small % 3], categories=["x", "b", "m"], ordered=ordered)
+    if kind == "timedelta":
+        return pd.to_timedelta(small, unit="h")
+    if kind == "arrow_string":
+        return pd.array([None if m else f"s{v}" for v, m in zip(small, missing)], dtype="string[pyarrow]")
     if kind == "arrow_int":
         return pd.array(np.where(missing, None, small), dtype="int64[pyarrow]")
     if kind == "arrow_decimal":
@@ -69,6 +74,11 @@ def _column(kind, rng, n):
 
         values = [None if m else decimal.Decimal(int(v)).scaleb(-2) for v, m in zip(rng.integers(-300, 300, n), missing)]
         return pd.array(values, dtype=pd.ArrowDtype(pa.decimal128(9, 2)))
+    if kind == "arrow_binary":
+        import pyarrow as pa
+
+        values = [None if m else bytes([v % 4, 0][: 1 + int(v > 0)]) for v, m in zip(small, missing)]
+        return pd.array(values, dtype=pd.ArrowDtype(pa.binary()))
     if kind == "arrow_bool":
         return pd.array(np.where(missing, None, small > 0), dtype="bool[pyarrow]")
     if kind == "arrow_ts":

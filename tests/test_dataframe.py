@@ -491,3 +491,73 @@ def test_dasks_own_knobs_are_accepted_and_change_nothing(rng):
     plain, tuned = set_index(ddf, "k"), ddf.dsort.set_index("k", **knobs)
     assert tuned.divisions == plain.divisions
     pd.testing.assert_frame_equal(tuned.compute(scheduler="sync"), plain.compute(scheduler="sync"))
+
+
+@pytest.mark.parametrize("kind", ["int", "string", "datetime"])
+@pytest.mark.parametrize("bounds", ["inside", "outside", "one", "empty parts"])
+def test_set_index_cuts_exactly_at_the_users_divisions(rng, kind, bounds):
+    """divisions=[...]: partition i holds the values in [d_i, d_i+1) (the last its upper bound too),
+    values below the first boundary in the first partition, above the last in the last; empty
+    partitions kept; the rows are pandas' stable sort; the divisions are the user's."""
+    n = int(rng.integers(0, 600))
+    k = rng.integers(0, 50, n)
+    as_kind = {
+        "int": lambda v: [int(x) for x in v],
+        "string": lambda v: [f"v{x:03d}" for x in v],
+        "datetime": lambda v: [pd.Timestamp(0) + pd.Timedelta(hours=int(x)) for x in v],
+    }[kind]
+    col = {"int": k, "string": pd.Series(as_kind(k), dtype="string"), "datetime": pd.to_datetime(k, unit="h")}[kind]
+    df = pd.DataFrame({"k": col, "row": np.arange(n)})
+    ddf = dd.from_pandas(df, npartitions=int(rng.integers(1, 6)), sort=False)
+    points = {"inside": [0, 10, 20, 49], "outside": [5, 6, 30, 40], "one": [10, 20], "empty parts": [-5, 1, 2, 3, 200]}[bounds]
+    divisions = as_kind(points)
+    out = set_index(ddf, "k", divisions=divisions)
+    assert out.divisions == tuple(divisions) and out.npartitions == len(divisions) - 1
+    parts = dask.compute(*out.to_delayed(), scheduler="sync")
+    expected = ddf.compute(scheduler="sync").sort_values("k", kind="stable").set_index("k")
+    pd.testing.assert_frame_equal(pd.concat(parts), expected, check_index_type=False)
+    for i, p in enumerate(parts):
+        if len(p):
+            assert i == 0 or p.index.min() >= divisions[i], (i, p.index.min())
+            assert i == len(parts) - 1 or p.index.max() < divisions[i + 1], (i, p.index.max())
+
+
+def test_set_index_sorted_sort_and_append_are_dasks_own(rng):
+    """sorted=True (the column already in order: nothing moved), sort=False and append=True
+    are dask's own answers; npartitions with sorted=True and unsorted divisions are refused in
+    dask's words; a list of one Series is that Series."""
+    df = pd.DataFrame({"k": np.arange(100), "v": rng.integers(0, 9, 100)})
+    ddf = dd.from_pandas(df, npartitions=4)
+    for kwargs in ({"sorted": True}, {"sorted": True, "divisions": [0, 30, 50, 70, 99]}, {"sort": False}, {"append": True}):
+        ours, theirs = set_index(ddf, "k", **kwargs), ddf.set_index("k", **kwargs)
+        assert ours.divisions == theirs.divisions, kwargs
+        pd.testing.assert_frame_equal(ours.compute(scheduler="sync"), theirs.compute(scheduler="sync"))
+    for kwargs in ({"sorted": True, "npartitions": 2}, {"divisions": [5, 3]}, {"divisions": [1, 1, 2]}):
+        with pytest.raises(ValueError) as theirs:
+            ddf.set_index("v", **kwargs)
+        with pytest.raises(ValueError) as ours:
+            set_index(ddf, "v", **kwargs)
+        assert str(ours.value) == str(theirs.value)
+
+
+def test_sort_function_sorts_each_output_partition_as_dasks_does(rng):
+    """sort_function and sort_function_kwargs: each output partition goes through the function
+    with dask's keywords (by as a list, ascending, na_position, ignore_index, then the user's)."""
+    df = pd.DataFrame({"k": rng.integers(0, 20, 300), "v": rng.integers(0, 5, 300)})
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    seen = []
+
+    def by_v_within(part, **kwargs):
+        seen.append(sorted(kwargs))
+        return part.sort_values(["v", *kwargs["by"]], kind="stable")
+
+    out = sort_values(ddf, "k", sort_function=by_v_within).compute(scheduler="sync")
+    assert seen and all(s == ["ascending", "by", "ignore_index", "na_position"] for s in seen)
+    merged = sort_values(ddf, "k").compute(scheduler="sync")
+    assert sorted(out.index) == sorted(merged.index) and out.k.max() == merged.k.max()
+    parts = dask.compute(*sort_values(ddf, "k", sort_function=by_v_within).to_delayed(), scheduler="sync")
+    assert all(p.v.is_monotonic_increasing for p in parts)  # within each partition, the function's order
+    down = sort_values(ddf, "k", sort_function_kwargs={"ascending": False}).compute(scheduler="sync")
+    for p in dask.compute(*sort_values(ddf, "k", sort_function_kwargs={"ascending": False}).to_delayed(), scheduler="sync"):
+        assert p.k.is_monotonic_decreasing
+    assert len(down) == len(df)

@@ -28,10 +28,13 @@ Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`
 
 from __future__ import annotations
 
+import builtins
+
 import numpy as np
 import pandas as pd
 
 from ..core import frame_chunk as F
+from ..core.errors import UnsupportedType, UnsupportedValue
 from . import tasks as T
 from .frame_graph import Graph, as_collection, grouped_cuts, nonempty_cuts, output_pieces, positional_divisions
 from ..core.frame_keys import KeySpec, RowCodec, column, encode_keys, normalize, string_columns, string_widths
@@ -55,7 +58,7 @@ def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     if not isinstance(getattr(df, "_meta", None), pd.DataFrame):
         kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
         what = "a dask Series: use sort_series" if isinstance(getattr(df, "_meta", None), pd.Series) else f"a {kind}"
-        raise TypeError(f"dsort.dataframe sorts dask DataFrames; this is {what}")
+        raise UnsupportedType(f"dsort.dataframe sorts dask DataFrames; this is {what}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
     if device not in DEVICES:
@@ -69,7 +72,7 @@ def _spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
 
 def _partitions(df, npartitions) -> int:
     """The output partitions: ``npartitions`` (a whole number, at least 1) or the input's."""
-    if npartitions is None:
+    if npartitions is None or npartitions == "auto":  # dask's "auto" (dask 2026.8's own sorts fail on it): the input's
         return df.npartitions
     if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)) or npartitions < 1:
         raise ValueError(f"npartitions must be a whole number of at least 1, got {npartitions!r}")
@@ -123,6 +126,8 @@ def sort_values(
     max_branch=None,
     upsample=None,
     partition_size=None,
+    sort_function=None,
+    sort_function_kwargs=None,
 ):
     """Sort a dask dataframe by ``by`` (a column label or index level name, or a list of them),
     like pandas' stable ``sort_values``: see the module docstring. Returns a lazy dask dataframe
@@ -140,7 +145,22 @@ def sort_values(
     ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`).
     ``shuffle_method``, ``max_branch``, ``upsample``, ``partition_size``: knobs of dask's own
     shuffle and quantiles, accepted so that dask calls run unchanged, with no effect (the cuts are
-    exact and the partitions balanced whatever they say)."""
+    exact and the partitions balanced whatever they say). ``sort_function``,
+    ``sort_function_kwargs``: dask's; where either is given, each output partition (already in
+    order) is passed through ``sort_function(part, by=[...], ascending=..., na_position=...,
+    ignore_index=..., **sort_function_kwargs)``, as dask sorts its partitions (default: pandas'
+    ``sort_values``, stable unless the kwargs say otherwise)."""
+    if sort_function is not None or sort_function_kwargs is not None:
+        out = sort_values(
+            df, by, ascending=ascending, na_position=na_position, npartitions=npartitions, ignore_index=ignore_index,
+            divisions=divisions, strategy=strategy, device=device, widths=widths, local_directory=local_directory,
+            memory_limit=memory_limit,
+        )  # fmt: skip
+        kwargs = dict(by=by if isinstance(by, list) else [by], ascending=ascending, na_position=na_position, ignore_index=ignore_index)
+        if sort_function is None:
+            sort_function, kwargs["kind"] = _sort_part, "stable"
+        kwargs.update(sort_function_kwargs or {})
+        return out.map_partitions(sort_function, **kwargs, meta=out._meta, align_dataframes=False)
     spec = _spec(df, by, ascending, na_position, strategy, device)
     parts = _partitions(df, npartitions)
     if strategy == "auto":
@@ -207,7 +227,20 @@ def sort_series(
 
 
 def set_index(
-    df, other, *, drop=True, npartitions=None, device=None, shuffle_method=None, max_branch=None, upsample=None, partition_size=None
+    df,
+    other,
+    drop=True,
+    sorted=False,
+    npartitions=None,
+    divisions=None,
+    sort=True,
+    *,
+    append=False,
+    device=None,
+    shuffle_method=None,
+    max_branch=None,
+    upsample=None,
+    partition_size=None,
 ):
     """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a dask
     Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably), with
@@ -220,38 +253,75 @@ def set_index(
     has unknown divisions. Missing values in ``other`` are refused (dask's divisions cannot hold
     them), and so is a categorical whose categories are not in their values' order (dask compares
     divisions by value). The cuts run at the call, with the sorted partitions persisted so the
-    input is read once; the rest is lazy. ``shuffle_method``, ``max_branch``, ``upsample``,
-    ``partition_size``: dask's own machinery's knobs, accepted with no effect (as in
+    input is read once; the rest is lazy.
+
+    dask's arguments, with dask's meaning: ``divisions`` (sorted; ``npartitions`` is then
+    ``len(divisions) - 1``): the result is cut exactly at the user's boundaries, partition ``i``
+    holding the values in ``[divisions[i], divisions[i + 1])`` (the last one its upper bound too;
+    values below the first boundary go to the first partition, above the last to the last: dask
+    puts those below in its last partition), empty partitions kept. ``sorted=True`` (the column is
+    already sorted across the partitions: nothing is moved), ``sort=False`` and ``append=True``
+    are dask's own (no sort of dsort's is involved). ``shuffle_method``, ``max_branch``,
+    ``upsample``, ``partition_size``: dask's own machinery's knobs, accepted with no effect (as in
     :func:`sort_values`)."""
     if isinstance(other, list) and len(other) == 1:
         other = other[0]
     _one_key(other)
+    if divisions is not None:
+        from dask.dataframe.core import check_divisions  # dask's refusals, dask's words
+
+        check_divisions(divisions)
+        if len(divisions) < 2:
+            raise ValueError("New division must hold at least two values: the bounds of one partition")
+    if (sorted or not sort) and npartitions is not None:
+        raise ValueError("Specifying npartitions with sort=False or sorted=True is not supported. Call `repartition` afterwards.")
+    if sorted or not sort or append:  # dask's own: the data is not sorted (or indexed by several levels)
+        return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=sorted, divisions=divisions, sort=sort, append=append)
     if hasattr(other, "dask") and hasattr(other, "npartitions"):  # a dask Series or Index, as dask and pandas take
-        return _set_index_by(df, other, drop=drop, npartitions=npartitions, device=device)
+        return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
     spec = _spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
-    if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != sorted(dtype.categories):
-        raise ValueError(
+    if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != builtins.sorted(dtype.categories):
+        raise UnsupportedValue(
             f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
             "sort_values sorts it in category order, or reorder the categories (cat.reorder_categories)"
         )
-    g = Graph(df, spec, _partitions(df, npartitions), False, device, None, every_output=True)
+    outputs = len(divisions) - 1 if divisions is not None else _partitions(df, npartitions)
+    g = Graph(df, spec, outputs, False, device, None, every_output=True)
     cut, _ = g.persist_cuts()
     index = other not in df.columns  # the index itself: sorted, and kept as the index
     meta = df._meta if index else _set_index(df._meta, other, drop)
     runs = len(g.sorted)
-    if int(cut[-1].sum()) == 0:  # no rows
-        out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
+    if divisions is not None or int(cut[-1].sum()) == 0:
+        if int(cut[-1].sum()):
+            _no_missing(g, spec, other)
+        if divisions is not None:  # the user's boundaries, exactly
+            below = g.run("below", _below, spec, pd.Series(list(divisions[1:-1]), dtype=dtype))
+            cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
+            out = g.collection(tuple(_python(d) for d in divisions), grouped_cuts(cut, runs))
+        else:  # no rows
+            out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
         return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
-    missing = sum(g.run("missing", _missing, spec.by[0]))
-    if missing:
-        raise ValueError(f"column {other!r} holds {missing} missing values; dask's divisions cannot hold them: fill or drop them first")
+    _no_missing(g, spec, other)
     firsts = _smallest(g.run("firsts", _firsts, spec, cut))
     ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
     cut = _snap(cut, ranks)
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(_python(f[1]) for f in firsts), grouped_cuts(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+def _no_missing(g, spec, other) -> None:
+    missing = sum(g.run("missing", _missing, spec.by[0]))
+    if missing:
+        raise UnsupportedValue(  # dask's own set_index puts them last (the switch hands such calls to it)
+            f"column {other!r} holds {missing} missing values; dsort's divisions do not hold them: fill or drop them first"
+        )
+
+
+def dask_method(cls, name):
+    """dask's own ``cls.name``, also while dsort's stands in its place (:mod:`dsort.collections.switch`)."""
+    return getattr(cls, f"_dsort_dask_{name}", None) or getattr(cls, name)
 
 
 def _one_key(other) -> None:
@@ -280,6 +350,7 @@ def _set_index_by(df, key, **options):
     or its own index), as pandas and dask take one: the frame's columns all stay, and the index takes
     the key's name."""
     series = key.to_series() if _is_index(key) else key
+    options["drop"] = True  # the key's temporary column (a Series key is no column of the frame: drop has no say)
     out = set_index(df.assign(**{KEY: series}), KEY, **options)
     return out.map_partitions(_rename_index, key.name, meta=out._meta.rename_axis(key.name), align_dataframes=False)
 
@@ -297,6 +368,10 @@ def _rename_index(part, name):
 def _python(value):
     """A division as dask gives them: a Python value where NumPy's scalar stands for one."""
     return value.item() if isinstance(value, np.generic) else value
+
+
+def _sort_part(part, **kwargs):
+    return part.sort_values(**kwargs)
 
 
 def _set_index(part, col, drop):
@@ -338,6 +413,23 @@ def _ranks(part, plan, q, spec, keys):
     mine = F.part_keys(spec, part, plan)
     probes = F.from_key_bytes(keys, mine) if keys else mine[:0]
     return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
+
+
+def _below(part, plan, q, spec, values):
+    """``(rows of this part before each of values, its rows)``: ``values`` a pandas Series of the
+    key's dtype, encoded as the part's keys are (strings at the wider of theirs and the part's)."""
+    from ..core.frame_keys import widen
+    from ..engine import numpy_engine
+
+    frame = pd.DataFrame({spec.by[0]: values})
+    if part.keys.ndim == 1:  # keyed by words
+        mine, probes = part.keys, spec.words(frame)
+    else:
+        own, have = spec.encode(frame)
+        want = tuple(max(a, b) for a, b in zip(have, plan.widths))
+        mine, probes = F.part_keys(spec, part, plan), widen(spec, own, have, want)
+        mine = widen(spec, mine, plan.widths, want)
+    return numpy_engine.searchsorted(mine, probes, "left").tolist(), len(part.frame)
 
 
 def _snap(cut, ranks):
@@ -428,9 +520,9 @@ class _FrameAccessor:
         """:func:`dsort.dataframe.sort_values` of this frame."""
         return sort_values(self._df, by, **options)
 
-    def set_index(self, other, **options):
-        """:func:`dsort.dataframe.set_index` of this frame."""
-        return set_index(self._df, other, **options)
+    def set_index(self, other, *args, **options):
+        """:func:`dsort.dataframe.set_index` of this frame (dask's positional arguments too)."""
+        return set_index(self._df, other, *args, **options)
 
 
 class _SeriesAccessor:

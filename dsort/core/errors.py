@@ -16,3 +16,17 @@ class JobFailed(Exception):
 
 class CheckFailed(JobFailed):
     """The output's record count or checksum differs from the input's, or it is out of order."""
+
+
+class Unsupported(Exception):
+    """A key dsort does not sort (dask's own sort may: dsort's stand-in for dask's methods hands
+    such calls to dask, :mod:`dsort.collections.switch`)."""
+
+
+class UnsupportedType(Unsupported, TypeError):
+    """A key of a type dsort does not sort."""
+
+
+class UnsupportedValue(Unsupported, ValueError):
+    """A key whose values dsort cannot sort as asked (a categorical whose categories are not in
+    their values' order, for divisions)."""

@@ -21,6 +21,7 @@ import pandas as pd
 from pandas.api import types as pdt
 
 from ..engine import host
+from .errors import UnsupportedType
 
 __all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "string_columns", "string_widths", "unordered", "widen"]
 
@@ -58,7 +59,7 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
         v, missing = number_word(s.to_numpy(dtype=np_dtype if np_dtype.itemsize in (4, 8) else np.float64, na_value=np.nan))
         na |= missing
-    elif pdt.is_string_dtype(dtype) or pdt.is_object_dtype(dtype):
+    elif _is_string(s):
         data, offsets = _utf8_buffers(s)
         width = max(int(width or 0), 1)
         # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads. The
@@ -147,8 +148,8 @@ def write_number_keys(spec, columns, out, xp, kinds=None) -> None:
 
 def unordered(s: pd.Series) -> TypeError:
     dtype = getattr(s.dtype, "pyarrow_dtype", s.dtype)
-    kinds = "numbers, decimals, booleans, strings, dates and times"
-    return TypeError(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by {kinds}")
+    kinds = "numbers, decimals, booleans, strings, bytes, dates and times"
+    return UnsupportedType(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by {kinds}")
 
 
 def _from_arrow(s: pd.Series) -> pd.Series:
@@ -158,7 +159,7 @@ def _from_arrow(s: pd.Series) -> pd.Series:
     import pyarrow as pa
 
     t = s.dtype.pyarrow_dtype
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or _variable_width(t):
         return s
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
@@ -207,16 +208,16 @@ def _utf8_buffers(s: pd.Series):
             arr = pa.array(s.astype(object).where(s.notna(), None), type=pa.large_string(), from_pandas=True)
         except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
             odd = next((x for x in s.dropna() if not isinstance(x, str)), None)
-            raise TypeError(
+            raise UnsupportedType(
                 f"cannot sort by column {s.name!r}: dsort sorts an object column as strings, and it holds "
                 f"{type(odd).__name__} values; give it a dtype (astype) first"
             ) from None
-    if not (pa.types.is_string(arr.type) or pa.types.is_large_string(arr.type)):
+    if not _variable_width(arr.type):
         arr = arr.cast(pa.large_string())
     if arr.null_count:
         arr = arr.fill_null("")
     _, offsets, data = arr.buffers()
-    kind = np.int64 if pa.types.is_large_string(arr.type) else np.int32
+    kind = np.int64 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
     offsets = np.frombuffer(offsets, kind)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
     return data, offsets
@@ -239,7 +240,17 @@ def column(df: pd.DataFrame, label) -> pd.Series:
 
 
 def _is_string(s: pd.Series) -> bool:
+    """Strings, or Arrow binary: values of varying byte width, ordered by their bytes."""
+    if isinstance(s.dtype, pd.ArrowDtype):
+        return _variable_width(s.dtype.pyarrow_dtype)
     return pdt.is_string_dtype(s.dtype) or pdt.is_object_dtype(s.dtype)
+
+
+def _variable_width(t) -> bool:
+    """An Arrow string or binary type: its values' bytes (UTF-8 or raw) compare as the values do."""
+    import pyarrow as pa
+
+    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
 
 
 def string_widths(df, by) -> dict:

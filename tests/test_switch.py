@@ -1,0 +1,137 @@
+"""dsort.enable() / dsort.enabled() / dsort.disable(): dsort under dask's own sort_values and set_index,
+and put back exactly; dask's calls unchanged (the parity of their answers: tests/test_parity.py)."""
+
+import subprocess
+import sys
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pytest
+
+import dsort
+from dsort.collections import switch
+
+
+def _dsort_built(collection) -> bool:
+    return any("dsort" in str(k) for k in dict(collection.__dask_graph__()))
+
+
+pytestmark = pytest.mark.filterwarnings("ignore:Series.values returning an object-dtype:DeprecationWarning", "ignore::FutureWarning")
+
+
+@pytest.fixture(autouse=True)
+def _off():
+    switch.disable()
+    yield
+    switch.disable()
+
+
+@pytest.fixture
+def ddf(rng):
+    df = pd.DataFrame({"k": rng.integers(0, 40, 500), "f": rng.random(500), "row": np.arange(500)})
+    return dd.from_pandas(df, npartitions=4, sort=False)
+
+
+def test_the_switch_puts_dasks_methods_back_exactly():
+    before = {n: dd.DataFrame.__dict__[n] for n in ("sort_values", "set_index")}
+    assert not hasattr(dd.Series, "sort_values") and not dsort.is_enabled()
+    dsort.enable()
+    dsort.enable()  # twice: still one stand-in
+    assert dsort.is_enabled() and dd.DataFrame.sort_values is not before["sort_values"] and hasattr(dd.Series, "sort_values")
+    with dsort.enabled():
+        pass
+    assert dsort.is_enabled()  # a block inside enable() leaves it on
+    dsort.disable()
+    assert not dsort.is_enabled() and not hasattr(dd.Series, "sort_values")
+    assert all(dd.DataFrame.__dict__[n] is f for n, f in before.items())
+    with dsort.enabled():
+        with dsort.enabled():
+            assert dsort.is_enabled()
+        assert dsort.is_enabled()
+    assert not dsort.is_enabled() and all(dd.DataFrame.__dict__[n] is f for n, f in before.items())
+    with pytest.raises(RuntimeError), dsort.enabled():
+        raise RuntimeError("inside")
+    assert not dsort.is_enabled()
+
+
+def test_dasks_calls_run_on_dsort_while_it_is_on(ddf):
+    df = ddf.compute(scheduler="sync")
+    assert not _dsort_built(ddf.sort_values("k")) and not _dsort_built(ddf.set_index("k"))
+    with dsort.enabled():
+        calls = {
+            "sort_values": ddf.sort_values("k"),
+            "sort_values positional npartitions": ddf.sort_values("k", 3),
+            "descending, two keys": ddf.sort_values(["k", "f"], ascending=[False, True]),
+            "set_index": ddf.set_index("k"),
+            "set_index by a Series": ddf.set_index(ddf.k + 1),
+            "series": ddf.k.sort_values(),
+        }
+        assert all(_dsort_built(c) for c in calls.values()), [n for n, c in calls.items() if not _dsort_built(c)]
+        assert calls["sort_values positional npartitions"].npartitions == 3
+        got = {n: c.compute(scheduler="sync") for n, c in calls.items()}
+    pd.testing.assert_frame_equal(got["sort_values"], df.sort_values("k", kind="stable"))
+    pd.testing.assert_frame_equal(got["descending, two keys"], df.sort_values(["k", "f"], ascending=[False, True], kind="stable"))
+    pd.testing.assert_frame_equal(got["set_index"], df.sort_values("k", kind="stable").set_index("k"))
+    pd.testing.assert_series_equal(got["series"], df.k.sort_values(kind="stable"))
+    assert calls["set_index"].known_divisions
+
+
+def test_what_dsort_does_not_sort_goes_to_dask_unchanged(rng):
+    """A period key, a categorical whose categories are out of their values' order for set_index:
+    dask's own method runs (and gives dask's answer), nothing is raised."""
+    n = 60
+    df = pd.DataFrame(
+        {
+            "p": pd.period_range("2020-01", periods=n, freq="M")[rng.permutation(n)],
+            "c": pd.Categorical(rng.choice(["lo", "mid", "hi"], n), categories=["lo", "mid", "hi"], ordered=True),
+            "row": np.arange(n),
+        }
+    )
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    with pytest.raises(TypeError):
+        dsort.dataframe.sort_values(ddf, "p")
+    with dsort.enabled():
+        by_period, by_category = ddf.sort_values("p"), ddf.set_index("c")
+        assert not _dsort_built(by_period) and not _dsort_built(by_category)
+    assert by_period.compute(scheduler="sync").p.tolist() == sorted(df.p.tolist())
+    assert by_category.divisions == dd.from_pandas(df, npartitions=3, sort=False).set_index("c").divisions
+
+
+def test_dasks_refusals_keep_dasks_words(ddf):
+    with pytest.raises(ValueError) as theirs:
+        ddf.sort_values("k", na_position="middle")
+    with dsort.enabled(), pytest.raises(ValueError) as ours:
+        ddf.sort_values("k", na_position="middle")
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_dasks_config_turns_it_on_when_dsort_is_imported():
+    """DASK_DSORT__DATAFRAME__DROP_IN=1: in a fresh process, importing dsort and dask.dataframe
+    (either order) puts dsort under dask's sorts."""
+    code = (
+        "import dask.dataframe as dd, pandas as pd, dsort\n"
+        "x = dd.from_pandas(pd.DataFrame({'k': [3, 1, 2]}), npartitions=2).sort_values('k')\n"
+        "print(dsort.is_enabled(), any('dsort' in str(k) for k in dict(x.__dask_graph__())), x.compute().k.tolist())\n"
+    )
+    for env in ({"DASK_DSORT__DATAFRAME__DROP_IN": "1"}, {}):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**_env(), **env}, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == (["True", "True", "[1,", "2,", "3]"] if env else ["False", "False", "[1,", "2,", "3]"])
+
+
+def _env():
+    import os
+
+    return {k: v for k, v in os.environ.items() if not k.startswith("DASK_DSORT")}
+
+
+def test_the_switch_is_per_process_and_threads_see_it(ddf):
+    """The stand-in is the class's attribute: every thread of the process sees it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with dsort.enabled(), ThreadPoolExecutor(2) as pool:
+        built = list(pool.map(lambda _: _dsort_built(ddf.sort_values("k")), range(2)))
+    assert built == [True, True]
+    assert dask.config.get("dsort.dataframe.drop-in") is False
