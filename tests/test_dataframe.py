@@ -561,3 +561,40 @@ def test_sort_function_sorts_each_output_partition_as_dasks_does(rng):
     for p in dask.compute(*sort_values(ddf, "k", sort_function_kwargs={"ascending": False}).to_delayed(), scheduler="sync"):
         assert p.k.is_monotonic_decreasing
     assert len(down) == len(df)
+
+
+CASES_IN_ORDER = ["sorted", "sorted strings", "by the index", "tie across partitions", "an empty partition", "one unsorted"]
+
+
+@pytest.mark.parametrize("case", CASES_IN_ORDER)
+def test_set_index_of_data_in_order_moves_nothing(rng, case):
+    """Partitions already in order (each sorted, each last value below the next first, none empty,
+    nothing missing): indexed where they are, as dask does, in one task per partition after one
+    pass over the key; otherwise sorted. Either way pandas' answer and exact divisions."""
+    n = 1000
+    k = np.sort(rng.integers(0, 10**6, n))
+    k = np.unique(k) if case != "tie across partitions" else k
+    n = len(k)
+    if case == "tie across partitions":
+        k[n // 10 - 1 : n // 10 + 1] = k[n // 10 - 1]  # the first partition's last value starts the second
+    if case == "one unsorted":
+        k[[5, 6]] = k[[6, 5]]
+    col = pd.Series([f"{v:07d}" for v in k], dtype="string") if case == "sorted strings" else k
+    df = pd.DataFrame({"k": col, "row": np.arange(n)})
+    ddf = dd.from_pandas(df, npartitions=10, sort=False)
+    if case == "an empty partition":
+        ddf = ddf.map_partitions(lambda p, partition_info=None: p.iloc[:0] if partition_info["number"] == 3 else p, meta=ddf._meta)
+    if case == "by the index":
+        ddf = ddf.set_index("row", sorted=True)  # an index in order: set_index by its name
+    key = "row" if case == "by the index" else "k"
+    out = set_index(ddf, key)
+    moved = any("dsort" in str(t) for t in dict(out.__dask_graph__()))
+    assert moved == (case in ("tie across partitions", "an empty partition", "one unsorted")), case
+    if not moved:
+        assert out.npartitions == ddf.npartitions and len(dict(out.__dask_graph__())) <= 3 * ddf.npartitions
+    source = ddf.compute(scheduler="sync")
+    expected = source.sort_index(kind="stable") if key == "row" else source.sort_values(key, kind="stable").set_index(key)
+    pd.testing.assert_frame_equal(out.compute(scheduler="sync"), expected)
+    assert out.known_divisions
+    for p, lo, hi in zip(dask.compute(*out.to_delayed(), scheduler="sync"), out.divisions[:-1], out.divisions[1:]):
+        assert len(p) and p.index[0] == lo and p.index[-1] <= hi

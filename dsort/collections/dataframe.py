@@ -281,6 +281,10 @@ def set_index(
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
     spec = _spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
+    if divisions is None and _partitions(df, npartitions) == df.npartitions:
+        presorted = _presorted(df, other, dtype)
+        if presorted is not None:  # in order already: each partition indexed where it is, nothing moved (as dask does)
+            return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=True, divisions=presorted)
     if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != builtins.sorted(dtype.categories):
         raise UnsupportedValue(
             f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
@@ -309,6 +313,32 @@ def set_index(
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(_python(f[1]) for f in firsts), grouped_cuts(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+def _presorted(df, other, dtype):
+    """The divisions of ``df`` indexed by ``other`` where its partitions are in order already
+    (each sorted, none empty, no missing value, each one's last value below the next one's first:
+    a value in one partition only), from one pass over the key alone; else None. Categoricals
+    are always sorted (their order is their categories')."""
+    import dask
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        return None
+    key = df[other] if other in df.columns else df.index
+    ends = dask.compute(*[dask.delayed(_ends)(part) for part in key.to_delayed()])
+    try:
+        if any(e is None for e in ends) or any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
+            return None
+    except TypeError:  # values that do not compare (an object column of several types): sorted by dsort's rules
+        return None
+    return [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
+
+
+def _ends(s):
+    """``(first, last)`` of a partition's key if it is sorted, has rows and no missing value; else None."""
+    if not len(s) or s.isna().any() or not s.is_monotonic_increasing:
+        return None
+    return s[0] if isinstance(s, pd.Index) else s.iloc[0], s[-1] if isinstance(s, pd.Index) else s.iloc[-1]
 
 
 def _no_missing(g, spec, other) -> None:
