@@ -16,6 +16,7 @@ The markdown table is printed last; ``--json PATH`` writes the rows too.
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import sys
 import time
@@ -28,6 +29,44 @@ from _common import print_table, write_json  # noqa: E402
 
 def _same(part):
     return part
+
+
+PEERS = {"join, dsort.enabled()": "join, dask's set_index", "sort_values, dsort.enabled()": "dsort.dataframe.sort_values"}
+
+
+def _fresh(df, tag):
+    """The same frame under new task names (an earlier round's results are not found instead)."""
+    return df.map_partitions(_same, token=f"bench-{tag}-{time.time_ns()}")
+
+
+def _join(left, right, on, tag):
+    """The pipeline: both frames indexed by id, joined; its length and value sums computed."""
+    import contextlib
+
+    import dask
+
+    import dsort
+
+    with dsort.enabled() if on else contextlib.nullcontext():
+        joined = _fresh(left, tag).set_index("id").join(_fresh(right, tag).set_index("id"), how="inner")
+        return dask.compute(joined.shape[0], joined.x.sum(), joined.y.sum())
+
+
+def _sort(left, through_dask, tag):
+    """``left`` sorted by k and persisted: through dask's method with the switch on, or dsort's directly."""
+    from distributed import wait
+
+    import dsort
+    from dsort.dataframe import sort_values
+
+    if through_dask:
+        with dsort.enabled():
+            out = _fresh(left, tag).sort_values("k")
+    else:
+        out = sort_values(_fresh(left, tag), "k")
+    out = out.persist()
+    wait(out)
+    return out
 
 
 def _frames(n, parts, seed=0):
@@ -49,11 +88,7 @@ def _frames(n, parts, seed=0):
 
 
 def main(argv=None) -> None:
-    import dask
     from distributed import Client, LocalCluster, wait
-
-    import dsort
-    from dsort.dataframe import sort_values
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--rows", type=float, default=2e6)
@@ -71,35 +106,11 @@ def main(argv=None) -> None:
             left, right = left.persist(), right.persist()
             wait([left, right])
 
-            def fresh(df, tag):
-                return df.map_partitions(_same, token=f"bench-{tag}-{time.time_ns()}")
-
-            def join(on):
-                def run(i):
-                    with dsort.enabled() if on else _off():
-                        joined = fresh(left, i).set_index("id").join(fresh(right, i).set_index("id"), how="inner")
-                        return dask.compute(joined.shape[0], joined.x.sum(), joined.y.sum())
-
-                return run
-
-            def sort(through_dask):
-                def run(i):
-                    if through_dask:
-                        with dsort.enabled():
-                            out = fresh(left, i).sort_values("k")
-                    else:
-                        out = sort_values(fresh(left, i), "k")
-                    out = out.persist()
-                    wait(out)
-                    return out
-
-                return run
-
             cases = {
-                "join, dask's set_index": join(False),
-                "join, dsort.enabled()": join(True),
-                "sort_values, dsort.enabled()": sort(True),
-                "dsort.dataframe.sort_values": sort(False),
+                "join, dask's set_index": functools.partial(_join, left, right, False),
+                "join, dsort.enabled()": functools.partial(_join, left, right, True),
+                "sort_values, dsort.enabled()": functools.partial(_sort, left, True),
+                "dsort.dataframe.sort_values": functools.partial(_sort, left, False),
             }
             times = {name: [] for name in cases}
             for i in range(a.repeat + 1):
@@ -110,13 +121,13 @@ def main(argv=None) -> None:
                     if i:
                         times[name].append(time.perf_counter() - t)
                 j0, j1 = got["join, dask's set_index"], got["join, dsort.enabled()"]
-                assert j0[0] == j1[0] and abs(j0[1] - j1[1]) < 1e-6 * max(1.0, abs(j0[1])) and abs(j0[2] - j1[2]) < 1e-6 * max(1.0, abs(j0[2])), (j0, j1)
+                assert j0[0] == j1[0] and all(abs(x - y) <= 1e-6 * max(1.0, abs(x)) for x, y in zip(j0[1:], j1[1:])), (j0, j1)
                 s0, s1 = (got[k].k.compute() for k in ("sort_values, dsort.enabled()", "dsort.dataframe.sort_values"))
                 assert len(s0) == n and s0.is_monotonic_increasing and (s0.to_numpy() == s1.to_numpy()).all()
                 del got
             med = {name: statistics.median(t) for name, t in times.items()}
             for name, t in med.items():
-                peer = {"join, dsort.enabled()": "join, dask's set_index", "sort_values, dsort.enabled()": "dsort.dataframe.sort_values"}.get(name)
+                peer = PEERS.get(name)
                 rows.append(
                     {
                         "partitions": parts,
@@ -130,14 +141,6 @@ def main(argv=None) -> None:
     write_json(a.json, rows, rows_=n, workers=a.workers, threads=a.threads, repeat=a.repeat)
     print(f"\n{n:,} rows (right: {n // 4:,}), {a.workers} workers x {a.threads} threads, median of {a.repeat}")
     print_table(rows, ["partitions", "case", "median s", "vs"])
-
-
-class _off:
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
 
 
 if __name__ == "__main__":

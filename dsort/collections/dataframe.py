@@ -281,15 +281,19 @@ def set_index(
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
     spec = _spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
-    if divisions is None and _partitions(df, npartitions) == df.npartitions:
-        presorted = _presorted(df, other, dtype)
-        if presorted is not None:  # in order already: each partition indexed where it is, nothing moved (as dask does)
-            return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=True, divisions=presorted)
     if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != builtins.sorted(dtype.categories):
         raise UnsupportedValue(
             f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
             "sort_values sorts it in category order, or reorder the categories (cat.reorder_categories)"
         )
+    missing, presorted = _key_pass(df, other, dtype)
+    if missing:
+        raise UnsupportedValue(  # dask's own set_index puts them last (the switch hands such calls to it)
+            f"column {other!r} holds {missing} missing values; dsort's divisions do not hold them: fill or drop them first"
+        )
+    if presorted is not None and divisions is None and _partitions(df, npartitions) == df.npartitions:
+        # in order already: each partition indexed where it is, nothing moved (as dask does)
+        return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=True, divisions=presorted)
     outputs = len(divisions) - 1 if divisions is not None else _partitions(df, npartitions)
     g = Graph(df, spec, outputs, False, device, None, every_output=True)
     cut, _ = g.persist_cuts()
@@ -297,8 +301,6 @@ def set_index(
     meta = df._meta if index else _set_index(df._meta, other, drop)
     runs = len(g.sorted)
     if divisions is not None or int(cut[-1].sum()) == 0:
-        if int(cut[-1].sum()):
-            _no_missing(g, spec, other)
         if divisions is not None:  # the user's boundaries, exactly
             below = g.run("below", _below, spec, pd.Series(list(divisions[1:-1]), dtype=dtype))
             cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
@@ -306,7 +308,6 @@ def set_index(
         else:  # no rows
             out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
         return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
-    _no_missing(g, spec, other)
     firsts = _smallest(g.run("firsts", _firsts, spec, cut))
     ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
     cut = _snap(cut, ranks)
@@ -315,38 +316,34 @@ def set_index(
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
 
 
-def _presorted(df, other, dtype):
-    """The divisions of ``df`` indexed by ``other`` where its partitions are in order already
-    (each sorted, none empty, no missing value, each one's last value below the next one's first:
-    a value in one partition only), from one pass over the key alone; else None. Categoricals
-    are always sorted (their order is their categories')."""
+def _key_pass(df, other, dtype):
+    """One pass over the key alone, before any sort: ``(missing values, divisions)``, the divisions
+    found where the partitions are in order already (each sorted, none empty, nothing missing, each
+    one's last value below the next one's first: a value in one partition only), else None.
+    Categoricals are always sorted (their order is their categories', not their values')."""
     import dask
 
-    if isinstance(dtype, pd.CategoricalDtype):
-        return None
     key = df[other] if other in df.columns else df.index
-    ends = dask.compute(*[dask.delayed(_ends)(part) for part in key.to_delayed()])
+    parts = dask.compute(*[dask.delayed(_ends)(part) for part in key.to_delayed()])
+    missing = sum(m for m, _ in parts)
+    ends = [e for _, e in parts]
+    if missing or isinstance(dtype, pd.CategoricalDtype) or any(e is None for e in ends):
+        return missing, None
     try:
-        if any(e is None for e in ends) or any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
-            return None
+        if any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
+            return missing, None
     except TypeError:  # values that do not compare (an object column of several types): sorted by dsort's rules
-        return None
-    return [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
+        return missing, None
+    return missing, [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
 
 
 def _ends(s):
-    """``(first, last)`` of a partition's key if it is sorted, has rows and no missing value; else None."""
-    if not len(s) or s.isna().any() or not s.is_monotonic_increasing:
-        return None
-    return s[0] if isinstance(s, pd.Index) else s.iloc[0], s[-1] if isinstance(s, pd.Index) else s.iloc[-1]
-
-
-def _no_missing(g, spec, other) -> None:
-    missing = sum(g.run("missing", _missing, spec.by[0]))
-    if missing:
-        raise UnsupportedValue(  # dask's own set_index puts them last (the switch hands such calls to it)
-            f"column {other!r} holds {missing} missing values; dsort's divisions do not hold them: fill or drop them first"
-        )
+    """``(missing values, (first, last))`` of a partition's key; ``(first, last)`` None unless it is
+    sorted, has rows and nothing missing."""
+    missing = int(s.isna().sum())
+    if not len(s) or missing or not s.is_monotonic_increasing:
+        return missing, None
+    return 0, (s[0], s[-1]) if isinstance(s, pd.Index) else (s.iloc[0], s.iloc[-1])
 
 
 def dask_method(cls, name):
@@ -406,10 +403,6 @@ def _sort_part(part, **kwargs):
 
 def _set_index(part, col, drop):
     return part.set_index(col, drop=drop)
-
-
-def _missing(part, plan, q, col) -> int:
-    return int(column(part.frame, col).isna().sum())
 
 
 def _firsts(part, plan, q, spec, cut) -> list:
