@@ -383,9 +383,6 @@ def test_more_argument_errors_at_the_call():
         sort_values(dd.from_pandas(pd.DataFrame([[1, 2]], columns=["b", "b"]), npartitions=1), "b")
     with pytest.raises(TypeError, match="column 'z' of type complex128"):
         sort_series(dd.from_pandas(pd.Series([1 + 1j], name="z"), npartitions=1))
-    cat = pd.DataFrame({"c": pd.Categorical(["z", "x"], categories=["z", "x"])})
-    with pytest.raises(ValueError, match="categories are not in their values' order"):
-        set_index(dd.from_pandas(cat, npartitions=1), "c")
     mixed = dd.from_pandas(pd.DataFrame({"o": pd.Series([1, "a"], dtype=object)}), npartitions=1)
     with pytest.raises(TypeError, match="sorts an object column as strings, and it holds int values"):
         sort_values(mixed, "o").compute(scheduler="sync")
@@ -598,3 +595,24 @@ def test_set_index_of_data_in_order_moves_nothing(rng, case):
     assert out.known_divisions
     for p, lo, hi in zip(dask.compute(*out.to_delayed(), scheduler="sync"), out.divisions[:-1], out.divisions[1:]):
         assert len(p) and p.index[0] == lo and p.index[-1] <= hi
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_set_index_of_a_categorical_goes_in_category_order(rng, ordered):
+    """Categories out of their values' lexical order: sorted, and divided, in the categories' order,
+    as pandas sorts and dask divides them; user divisions in that order refused as dask does."""
+    cats = ["lo", "mid", "hi", "absent"]
+    df = pd.DataFrame({"c": pd.Categorical(rng.choice(cats[:3], 400), categories=cats, ordered=ordered), "row": np.arange(400)})
+    ddf = dd.from_pandas(df, npartitions=4, sort=False)
+    out = set_index(ddf, "c")
+    expected = df.sort_values("c", kind="stable").set_index("c")
+    pd.testing.assert_frame_equal(out.compute(scheduler="sync"), expected)
+    codes = {c: i for i, c in enumerate(cats)}
+    assert out.known_divisions and [codes[d] for d in out.divisions] == sorted(codes[d] for d in out.divisions)
+    for p, lo in zip(dask.compute(*out.to_delayed(), scheduler="sync"), out.divisions[:-1]):
+        assert len(p) and p.index[0] == lo
+    with pytest.raises(ValueError) as theirs:  # dask checks the user's divisions by value, and so refuses these
+        ddf.set_index("c", divisions=["lo", "mid", "hi"])
+    with pytest.raises(ValueError) as ours:
+        set_index(ddf, "c", divisions=["lo", "mid", "hi"])
+    assert str(ours.value) == str(theirs.value)

@@ -79,24 +79,24 @@ def test_dasks_calls_run_on_dsort_while_it_is_on(ddf):
 
 
 def test_what_dsort_does_not_sort_goes_to_dask_unchanged(rng):
-    """A period key, a categorical whose categories are out of their values' order for set_index:
-    dask's own method runs (and gives dask's answer), nothing is raised."""
+    """A period key; set_index of a key with missing values (dask puts them last): dask's own
+    method runs (and gives dask's answer), nothing is raised."""
     n = 60
-    df = pd.DataFrame(
-        {
-            "p": pd.period_range("2020-01", periods=n, freq="M")[rng.permutation(n)],
-            "c": pd.Categorical(rng.choice(["lo", "mid", "hi"], n), categories=["lo", "mid", "hi"], ordered=True),
-            "row": np.arange(n),
-        }
-    )
+    t = pd.Series(pd.to_datetime(rng.integers(0, 9, n), unit="D"))
+    t[rng.random(n) < 0.2] = pd.NaT
+    df = pd.DataFrame({"p": pd.period_range("2020-01", periods=n, freq="M")[rng.permutation(n)], "t": t, "row": np.arange(n)})
     ddf = dd.from_pandas(df, npartitions=3, sort=False)
     with pytest.raises(TypeError):
         dsort.dataframe.sort_values(ddf, "p")
+    with pytest.raises(ValueError, match="missing values"):
+        dsort.dataframe.set_index(ddf, "t")
     with dsort.enabled():
-        by_period, by_category = ddf.sort_values("p"), ddf.set_index("c")
-        assert not _dsort_built(by_period) and not _dsort_built(by_category)
+        by_period, by_time = ddf.sort_values("p"), ddf.set_index("t")
+        assert not _dsort_built(by_period) and not _dsort_built(by_time)
     assert by_period.compute(scheduler="sync").p.tolist() == sorted(df.p.tolist())
-    assert by_category.divisions == dd.from_pandas(df, npartitions=3, sort=False).set_index("c").divisions
+    theirs = dd.from_pandas(df, npartitions=3, sort=False).set_index("t")
+    assert by_time.divisions == theirs.divisions
+    pd.testing.assert_frame_equal(by_time.compute(scheduler="sync"), theirs.compute(scheduler="sync"))
 
 
 def test_dasks_refusals_keep_dasks_words(ddf):

@@ -28,8 +28,6 @@ Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`
 
 from __future__ import annotations
 
-import builtins
-
 import numpy as np
 import pandas as pd
 
@@ -250,9 +248,9 @@ def set_index(
     to within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
     approximate quantiles instead). Each division is the first index value of its partition (the
     last: the largest value); partitions that would be empty are left out, and a frame of no rows
-    has unknown divisions. Missing values in ``other`` are refused (dask's divisions cannot hold
-    them), and so is a categorical whose categories are not in their values' order (dask compares
-    divisions by value). The cuts run at the call, with the sorted partitions persisted so the
+    has unknown divisions. A categorical is sorted in its categories' order (ordered or not), its
+    divisions in that order too, as dask's. Missing values in ``other`` are refused before any work
+    (dask's own puts them last). The cuts run at the call, with the sorted partitions persisted so the
     input is read once; the rest is lazy.
 
     dask's arguments, with dask's meaning: ``divisions`` (sorted; ``npartitions`` is then
@@ -281,11 +279,6 @@ def set_index(
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
     spec = _spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
-    if isinstance(dtype, pd.CategoricalDtype) and list(dtype.categories) != builtins.sorted(dtype.categories):
-        raise UnsupportedValue(
-            f"column {other!r}: its categories are not in their values' order, which dask's divisions assume; "
-            "sort_values sorts it in category order, or reorder the categories (cat.reorder_categories)"
-        )
     missing, presorted = _key_pass(df, other, dtype)
     if missing:
         raise UnsupportedValue(  # dask's own set_index puts them last (the switch hands such calls to it)
