@@ -233,10 +233,37 @@ def test_set_index_has_exact_divisions_and_loc_finds_every_row(rng, kind):
     assert max(sizes) - min(sizes) <= 2 * max((df.k.value_counts()).max(), 1)
 
 
-def test_set_index_refuses_missing_values():
-    ddf = dd.from_pandas(pd.DataFrame({"k": [1.0, np.nan, 2.0], "v": [1, 2, 3]}), npartitions=2)
-    with pytest.raises(ValueError, match="missing values"):
-        set_index(ddf, "k")
+@pytest.mark.parametrize("kind", ["float", "datetime", "Int64", "string"])
+@pytest.mark.parametrize("share", [0.01, 0.3, 0.9])
+def test_set_index_puts_missing_values_last_as_dask_does(rng, kind, share):
+    """Missing keys (NaN, NaT, NA, None) all in the last partition, after its values; the divisions
+    made of the values (the last one the largest); rows as pandas' stable sort; a key of missing
+    values only is refused (dask's own takes it: the switch hands it over)."""
+    n = int(rng.integers(2, 800))
+    k = rng.integers(0, 40, n)
+    gone = rng.random(n) < share
+    gone[0] = False  # one value at least
+    col = {
+        "float": np.where(gone, np.nan, k.astype(float)),
+        "datetime": pd.Series(pd.to_datetime(k, unit="h")).mask(gone),
+        "Int64": pd.array(np.where(gone, None, k), dtype="Int64"),
+        "string": pd.Series([f"v{x:02d}" for x in k], dtype="string").mask(gone),
+    }[kind]
+    df = pd.DataFrame({"k": col, "row": np.arange(n)})
+    ddf = dd.from_pandas(df, npartitions=int(rng.integers(1, 7)), sort=False)
+    out = set_index(ddf, "k")
+    parts = dask.compute(*out.to_delayed(), scheduler="sync")
+    expected = ddf.compute(scheduler="sync").sort_values("k", kind="stable").set_index("k")
+    pd.testing.assert_frame_equal(pd.concat(parts), expected)
+    assert out.known_divisions and not any(pd.isna(d) for d in out.divisions)
+    last = len(parts) - 1
+    for i, (p, lo, hi) in enumerate(zip(parts, out.divisions[:-1], out.divisions[1:])):
+        values = p.index.dropna()
+        assert len(values) and values[0] == lo and values.max() <= hi and (i == last or values.max() < hi)
+        assert i == last or len(values) == len(p)  # missing keys only in the last partition
+    nothing = dd.from_pandas(pd.DataFrame({"k": [np.nan, np.nan], "v": [1, 2]}), npartitions=2)
+    with pytest.raises(ValueError, match="only missing values"):
+        set_index(nothing, "k")
 
 
 def test_skewed_keys_balanced_where_dask_is_not(rng):
@@ -616,3 +643,15 @@ def test_set_index_of_a_categorical_goes_in_category_order(rng, ordered):
     with pytest.raises(ValueError) as ours:
         set_index(ddf, "c", divisions=["lo", "mid", "hi"])
     assert str(ours.value) == str(theirs.value)
+
+
+def test_set_index_cut_two_ways_gives_two_results(rng):
+    """The same frame indexed with the user's divisions and with dsort's own cuts, as many partitions
+    each: two results under two names (one found for the other would cut in the wrong places)."""
+    df = pd.DataFrame({"k": rng.integers(0, 100, 400), "row": np.arange(400)})
+    ddf = dd.from_pandas(df, npartitions=4, sort=False)
+    mine, theirs = set_index(ddf, "k", divisions=[0, 10, 99]), set_index(ddf, "k", npartitions=2)
+    assert mine._name != theirs._name
+    for out in (mine, theirs):
+        parts = dask.compute(*out.to_delayed(), scheduler="sync")
+        assert parts[1].index.min() >= out.divisions[1] > parts[0].index.max()

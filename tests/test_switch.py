@@ -79,24 +79,26 @@ def test_dasks_calls_run_on_dsort_while_it_is_on(ddf):
 
 
 def test_what_dsort_does_not_sort_goes_to_dask_unchanged(rng):
-    """A period key; set_index of a key with missing values (dask puts them last): dask's own
-    method runs (and gives dask's answer), nothing is raised."""
+    """A period key (sort_values and set_index): dask's own method runs and gives dask's answer;
+    a key of missing values only: dask's own refusal."""
     n = 60
-    t = pd.Series(pd.to_datetime(rng.integers(0, 9, n), unit="D"))
-    t[rng.random(n) < 0.2] = pd.NaT
+    t = pd.Series(pd.to_datetime(np.zeros(n), unit="D")).mask(np.ones(n, bool))
     df = pd.DataFrame({"p": pd.period_range("2020-01", periods=n, freq="M")[rng.permutation(n)], "t": t, "row": np.arange(n)})
     ddf = dd.from_pandas(df, npartitions=3, sort=False)
     with pytest.raises(TypeError):
         dsort.dataframe.sort_values(ddf, "p")
-    with pytest.raises(ValueError, match="missing values"):
+    with pytest.raises(ValueError, match="only missing values"):
         dsort.dataframe.set_index(ddf, "t")
     with dsort.enabled():
-        by_period, by_time = ddf.sort_values("p"), ddf.set_index("t")
-        assert not _dsort_built(by_period) and not _dsort_built(by_time)
+        by_period, indexed = ddf.sort_values("p"), ddf.set_index("p")
+        assert not _dsort_built(by_period) and not _dsort_built(indexed)
+        ours = ddf.set_index("t")  # dask's, which refuses once its divisions are asked for
+    theirs = ddf.set_index("t")
+    for result in (ours, theirs):
+        with pytest.raises(NotImplementedError, match="Divisions calculation failed"):
+            assert result.divisions is None
+    assert indexed.divisions == dd.from_pandas(df, npartitions=3, sort=False).set_index("p").divisions
     assert by_period.compute(scheduler="sync").p.tolist() == sorted(df.p.tolist())
-    theirs = dd.from_pandas(df, npartitions=3, sort=False).set_index("t")
-    assert by_time.divisions == theirs.divisions
-    pd.testing.assert_frame_equal(by_time.compute(scheduler="sync"), theirs.compute(scheduler="sync"))
 
 
 def test_dasks_refusals_keep_dasks_words(ddf):
@@ -135,3 +137,30 @@ def test_the_switch_is_per_process_and_threads_see_it(ddf):
         built = list(pool.map(lambda _: _dsort_built(ddf.sort_values("k")), range(2)))
     assert built == [True, True]
     assert dask.config.get("dsort.dataframe.drop-in") is False
+
+
+def test_what_dask_users_write_around_a_sort(tmp_path):
+    """Categoricals read from Parquet (unknown categories: handed to dask), set_index of a column
+    the index is named after (the column, as in pandas and dask), divisions given as strings on a
+    datetime key (taken as its timestamps, so loc works), dask's signature on the stand-ins."""
+    import inspect
+
+    cat = pd.DataFrame({"c": pd.Categorical(["b", "a", "c", "a"] * 10), "v": range(40)})
+    dd.from_pandas(cat, npartitions=2).to_parquet(tmp_path / "pq")
+    unknown = dd.read_parquet(tmp_path / "pq")
+    assert not unknown.c.cat.known
+    ids = dd.from_pandas(pd.DataFrame({"id": [3, 1, 2] * 10, "v": range(30)}), npartitions=3)
+    when = pd.DataFrame({"t": pd.date_range("2021", periods=100, freq="h"), "v": range(100)}).sample(frac=1, random_state=0)
+    timed = dd.from_pandas(when, npartitions=4)
+    with dsort.enabled():
+        assert unknown.set_index("c").divisions == dd.read_parquet(tmp_path / "pq").set_index("c").divisions
+        again = ids.set_index("id", drop=False).set_index("id")
+        cut = timed.set_index("t", divisions=["2021-01-01", "2021-01-03", "2021-01-06"])
+        assert inspect.signature(dd.DataFrame.sort_values) == inspect.signature(dd.DataFrame._dsort_dask_sort_values)
+        with pytest.raises(TypeError):
+            ids.v.sort_values(False)  # keywords only, as pandas
+    assert _dsort_built(again) and again.index.name == "id" and list(again.columns) == ["v"]
+    pd.testing.assert_frame_equal(again.compute(scheduler="sync"), ids.compute().sort_values("id", kind="stable").set_index("id"))
+    assert cut.divisions == (pd.Timestamp("2021-01-01"), pd.Timestamp("2021-01-03"), pd.Timestamp("2021-01-06"))
+    expected = when.set_index("t").sort_index().loc["2021-01-02":"2021-01-04"]
+    pd.testing.assert_frame_equal(cut.loc["2021-01-02":"2021-01-04"].compute(scheduler="sync"), expected)

@@ -194,7 +194,7 @@ def _check_categories(df, by) -> None:
 
     for c in by:
         if c in df.columns and isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
-            raise ValueError(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
+            raise UnsupportedValue(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
 
 
 def sort_series(
@@ -249,8 +249,9 @@ def set_index(
     approximate quantiles instead). Each division is the first index value of its partition (the
     last: the largest value); partitions that would be empty are left out, and a frame of no rows
     has unknown divisions. A categorical is sorted in its categories' order (ordered or not), its
-    divisions in that order too, as dask's. Missing values in ``other`` are refused before any work
-    (dask's own puts them last). The cuts run at the call, with the sorted partitions persisted so the
+    divisions in that order too, as dask's. Missing values in ``other`` go last, all in the last
+    partition, the divisions made of the values (as dask's); a key of missing values only is
+    refused. The cuts run at the call, with the sorted partitions persisted so the
     input is read once; the rest is lazy.
 
     dask's arguments, with dask's meaning: ``divisions`` (sorted; ``npartitions`` is then
@@ -277,12 +278,16 @@ def set_index(
         return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=sorted, divisions=divisions, sort=sort, append=append)
     if hasattr(other, "dask") and hasattr(other, "npartitions"):  # a dask Series or Index, as dask and pandas take
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
+    if other in df.columns and df.index.name == other:  # the column is the key, as in pandas and dask
+        df = df.rename_axis(None)
     spec = _spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
-    missing, presorted = _key_pass(df, other, dtype)
-    if missing:
-        raise UnsupportedValue(  # dask's own set_index puts them last (the switch hands such calls to it)
-            f"column {other!r} holds {missing} missing values; dsort's divisions do not hold them: fill or drop them first"
+    if divisions is not None:  # the user's boundaries as the key's values (what the cuts and the divisions use)
+        divisions = _as_key_values(divisions, dtype, other)
+    missing, rows, presorted = _key_pass(df, other, dtype)
+    if missing and missing == rows:
+        raise UnsupportedValue(  # dask's own set_index takes them (the switch hands such calls to it)
+            f"column {other!r} holds only missing values; divisions cannot be made of them"
         )
     if presorted is not None and divisions is None and _partitions(df, npartitions) == df.npartitions:
         # in order already: each partition indexed where it is, nothing moved (as dask does)
@@ -295,22 +300,42 @@ def set_index(
     runs = len(g.sorted)
     if divisions is not None or int(cut[-1].sum()) == 0:
         if divisions is not None:  # the user's boundaries, exactly
-            below = g.run("below", _below, spec, pd.Series(list(divisions[1:-1]), dtype=dtype))
+            below = g.run("below", _below, spec, divisions[1:-1])
             cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
-            out = g.collection(tuple(_python(d) for d in divisions), grouped_cuts(cut, runs))
+            out = g.collection(tuple(_python(d) for d in divisions.tolist()), grouped_cuts(cut, runs))
         else:  # no rows
             out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
         return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+    cut = _before_missing(cut, rows - missing)
     firsts = _smallest(g.run("firsts", _firsts, spec, cut))
     ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
-    cut = _snap(cut, ranks)
+    cut = _before_missing(_snap(cut, ranks), rows - missing)
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(_python(f[1]) for f in firsts), grouped_cuts(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
 
 
+def _as_key_values(divisions, dtype, other) -> pd.Series:
+    """The user's divisions as values of the key's dtype (``"2021-01-02"`` on a datetime key is
+    that day's timestamp); ones that are not: refused (dask's own set_index may take them)."""
+    try:
+        values = pd.Series(list(divisions), dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise UnsupportedValue(f"divisions {list(divisions)!r} are not values of column {other!r} ({dtype}): {e}") from None
+    if values.isna().any() or not values.is_monotonic_increasing:
+        raise UnsupportedValue(f"divisions {list(divisions)!r} are not increasing values of column {other!r} ({dtype})")
+    return values
+
+
+def _before_missing(cut, present: int):
+    """Cut rows with the missing values (sorted last) all in the last output, as dask's set_index
+    puts them: every cut between outputs at or past the ``present`` values dropped."""
+    keep = [0] + [t for t in range(1, cut.shape[0] - 1) if int(cut[t].sum()) < present] + [cut.shape[0] - 1]
+    return cut[keep] if len(keep) < cut.shape[0] else cut
+
+
 def _key_pass(df, other, dtype):
-    """One pass over the key alone, before any sort: ``(missing values, divisions)``, the divisions
+    """One pass over the key alone, before any sort: ``(missing values, rows, divisions)``, the divisions
     found where the partitions are in order already (each sorted, none empty, nothing missing, each
     one's last value below the next one's first: a value in one partition only), else None.
     Categoricals are always sorted (their order is their categories', not their values')."""
@@ -318,25 +343,25 @@ def _key_pass(df, other, dtype):
 
     key = df[other] if other in df.columns else df.index
     parts = dask.compute(*[dask.delayed(_ends)(part) for part in key.to_delayed()])
-    missing = sum(m for m, _ in parts)
-    ends = [e for _, e in parts]
+    missing, rows = sum(m for m, _, _ in parts), sum(n for _, n, _ in parts)
+    ends = [e for _, _, e in parts]
     if missing or isinstance(dtype, pd.CategoricalDtype) or any(e is None for e in ends):
-        return missing, None
+        return missing, rows, None
     try:
         if any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
-            return missing, None
+            return missing, rows, None
     except TypeError:  # values that do not compare (an object column of several types): sorted by dsort's rules
-        return missing, None
-    return missing, [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
+        return missing, rows, None
+    return missing, rows, [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
 
 
 def _ends(s):
-    """``(missing values, (first, last))`` of a partition's key; ``(first, last)`` None unless it is
-    sorted, has rows and nothing missing."""
+    """``(missing values, rows, (first, last))`` of a partition's key; ``(first, last)`` None unless
+    it is sorted, has rows and nothing missing."""
     missing = int(s.isna().sum())
     if not len(s) or missing or not s.is_monotonic_increasing:
-        return missing, None
-    return 0, (s[0], s[-1]) if isinstance(s, pd.Index) else (s.iloc[0], s.iloc[-1])
+        return missing, len(s), None
+    return 0, len(s), (s[0], s[-1]) if isinstance(s, pd.Index) else (s.iloc[0], s.iloc[-1])
 
 
 def dask_method(cls, name):
@@ -400,13 +425,13 @@ def _set_index(part, col, drop):
 
 def _firsts(part, plan, q, spec, cut) -> list:
     """For every output of the cut rows ``cut``: ``(key bytes, value)`` of this part's first row
-    in it, or None where it has none; then those of its last row."""
+    in it, or None where it has none; then those of its last row with a value (not missing)."""
     col = column(part.frame, spec.by[0])
     out = []
     for t in range(cut.shape[0] - 1):
         a, b = int(cut[t, q]), int(cut[t + 1, q])
         out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
-    n = len(part.frame)
+    n = len(part.frame) - int(col.isna().sum())  # its last value: missing ones sort after it
     out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
     return out
 

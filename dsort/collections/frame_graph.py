@@ -59,21 +59,27 @@ class Graph:
         piece per output of a group of several. ``given``: ``(cut rows where the groups meet,
         every output's rows, the groups)`` computed beforehand (default: the cuts task's, the
         plan's and this graph's)."""
+        token = self.token
         if given is None:
             cuts, groups = self.cuts, self.groups
-            sizes = T.ref(self._add(T.name(T.SIZES, self.token), F.output_sizes, T.ref(self.plan)))
+            sizes = T.ref(self._add(T.name(T.SIZES, token), F.output_sizes, T.ref(self.plan)))
         else:
+            from dask.base import tokenize
+
             rows, sizes, groups = given
-            cuts = T.name(T.CUTS, f"given-{self.token}")
+            # results of one graph cut in other places (set_index's balanced cuts, the user's
+            # divisions) are other results: other names, never one found for the other
+            token = tokenize(self.token, rows, sizes, groups, divisions)
+            cuts = T.name(T.CUTS, f"given-{token}")
             self.dsk[cuts] = rows
-        slices = T.name(T.SLICE, self.token)
+        slices = T.name(T.SLICE, token)
         for g in range(len(groups)):
             for i, s in enumerate(self.sorted):
                 self._add((slices, g, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), g, i)
         # Every part's slices are made before any merge starts: a worker (one thread, say) would
         # otherwise run its own merges first, by dask's order, while another's merges wait for its slices.
         ready = [
-            self._add((T.name(T.SLICED, self.token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
+            self._add((T.name(T.SLICED, token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
             for i in range(len(self.sorted))
         ]
         merges = []
@@ -82,7 +88,7 @@ class Graph:
             ready_refs = list(map(T.ref, ready))
             merges.append(
                 self._add(
-                    (T.name(T.MERGE, self.token), g),
+                    (T.name(T.MERGE, token), g),
                     F.merge_after,
                     ready_refs,
                     self.df._meta,
@@ -93,8 +99,8 @@ class Graph:
                     *pieces,
                 )
             )
-        outputs = output_pieces(self.dsk, self.token, merges, groups, sizes)
-        return as_collection(self.df, self.dsk, self.df._meta, divisions, outputs, self.token)
+        outputs = output_pieces(self.dsk, token, merges, groups, sizes)
+        return as_collection(self.df, self.dsk, self.df._meta, divisions, outputs, token)
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the

@@ -23,6 +23,7 @@ workers. :func:`disable` puts dask's methods back exactly as they were.
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 
 from ..core.errors import Unsupported
@@ -62,7 +63,9 @@ def _stand_in(name: str):
     return method
 
 
-def _series_sort_values(self, ascending=True, na_position="last", npartitions=None, ignore_index=False):
+def _series_sort_values(self, *, ascending=True, kind=None, na_position="last", ignore_index=False, npartitions=None):
+    """pandas' ``Series.sort_values`` (keywords only; always stable, whatever ``kind`` says) on dsort
+    (:func:`dsort.dataframe.sort_series`); pandas' ``axis``, ``inplace`` and ``key`` are not taken."""
     from . import dataframe as D
 
     return D.sort_series(self, ascending=ascending, na_position=na_position, npartitions=npartitions, ignore_index=ignore_index)
@@ -87,8 +90,11 @@ def _install() -> None:
         saved = f"_dsort_dask_{name}"
         if saved in cls.__dict__:
             continue  # in place already
-        setattr(cls, saved, cls.__dict__.get(name, _MISSING))
-        ours.__doc__ = f"dsort's {name} in dask's place (dsort.enable()); dask's own: {cls.__name__}.{saved}"
+        original = cls.__dict__.get(name, _MISSING)
+        setattr(cls, saved, original)
+        if original is not _MISSING:  # dask's signature and docstring (for help() and IDEs), and a note
+            functools.update_wrapper(ours, original)
+            ours.__doc__ = f"dsort's {name} in dask's place (dsort.enable()); dask's own, {cls.__name__}.{saved}:\n\n{original.__doc__}"
         setattr(cls, name, ours)
 
 
