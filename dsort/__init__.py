@@ -34,6 +34,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'dsort' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted({*globals(), *__all__, "dataframe"})
+
+
 def _register_accessors() -> None:
     """Once dsort and dask.dataframe are both imported: the ``.dsort`` accessors, and the switch
     under dask's sorts where dask's config turns it on (DASK_DSORT__DATAFRAME__DROP_IN=1)."""

@@ -101,12 +101,30 @@ def test_what_dsort_does_not_sort_goes_to_dask_unchanged(rng):
     assert by_period.compute(scheduler="sync").p.tolist() == sorted(df.p.tolist())
 
 
-def test_dasks_refusals_keep_dasks_words(ddf):
-    with pytest.raises(ValueError) as theirs:
-        ddf.sort_values("k", na_position="middle")
-    with dsort.enabled(), pytest.raises(ValueError) as ours:
-        ddf.sort_values("k", na_position="middle")
-    assert str(ours.value) == str(theirs.value)
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda d: d.sort_values("k", na_position="middle"),
+        lambda d: d.sort_values(None),
+        lambda d: d.sort_values(d.k),
+        lambda d: d.sort_values("k", ascending="yes"),
+        lambda d: d.sort_values(["k", "f"], ascending=[True]),
+    ],
+)
+def test_dasks_refusals_keep_dasks_words(ddf, call):
+    with pytest.raises(Exception) as theirs:
+        call(ddf)
+    with dsort.enabled(), pytest.raises(Exception) as ours:
+        call(ddf)
+    assert type(ours.value) is type(theirs.value) and str(ours.value) == str(theirs.value)
+
+
+def test_npartitions_0_is_the_inputs_as_in_dask(ddf):
+    with dsort.enabled():
+        out = ddf.sort_values("k", npartitions=0)
+        indexed = ddf.set_index("k", npartitions=0)
+    assert _dsort_built(out) and out.npartitions == ddf.npartitions and _dsort_built(indexed)
+    assert {"enable", "disable", "enabled", "dataframe", "sort"} <= set(dir(dsort))
 
 
 def test_dasks_config_turns_it_on_when_dsort_is_imported():

@@ -48,8 +48,10 @@ def _stand_in(name: str):
             given = inspect.signature(dasks).bind(self, *args, **kwargs).arguments
         except TypeError:  # a call dask refuses: dask's words
             return dasks(self, *args, **kwargs)
-        if name == "sort_values" and given.get("na_position", "last") not in ("first", "last"):
-            raise ValueError("na_position must be either 'first' or 'last'")  # dask's check, dask's words
+        if name == "sort_values":
+            _dasks_checks(given)
+        if not given.get("npartitions"):  # dask reads 0 as "as many as the input"
+            given.pop("npartitions", None)
         ours = getattr(D, name)
         takes = inspect.signature(ours).parameters
         first = list(given)[1]  # by, other: dask's first argument after self
@@ -61,6 +63,22 @@ def _stand_in(name: str):
 
     method.__name__ = name
     return method
+
+
+def _dasks_checks(given) -> None:
+    """dask's ``sort_values`` refusals, in dask's words: a bad na_position, a key that is no label
+    (dsort takes any label, integers too, where dask takes strings only), an ``ascending`` of
+    another length than the keys."""
+    if given.get("na_position", "last") not in ("first", "last"):
+        raise ValueError("na_position must be either 'first' or 'last'")
+    by = given["by"] if isinstance(given["by"], list) else [given["by"]]
+    if any(b is None or hasattr(b, "dask") for b in by):
+        raise NotImplementedError(
+            f"Dataframes only support sorting by named columns which must be passed as a string or a list of strings.\nYou passed {by}"
+        )
+    ascending = given.get("ascending", True)
+    if not isinstance(ascending, bool) and not len(ascending) == len(by):
+        raise ValueError(f"Length of {ascending=} != length of {by=}")
 
 
 def _series_sort_values(self, *, ascending=True, kind=None, na_position="last", ignore_index=False, npartitions=None):
