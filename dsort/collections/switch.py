@@ -42,8 +42,9 @@ def _stand_in(name: str):
         import inspect
 
         from . import dataframe as D
+        from .indexing import dask_method
 
-        dasks = D.dask_method(type(self), name)
+        dasks = dask_method(type(self), name)
         try:
             given = inspect.signature(dasks).bind(self, *args, **kwargs).arguments
         except TypeError:  # a call dask refuses: dask's words

@@ -1,0 +1,50 @@
+"""What a dataframe sort is asked, checked against the frame's meta before any task is built: the
+key spec (:class:`~dsort.core.frame_keys.KeySpec`), the number of output partitions, the
+strategies and devices, categoricals whose categories are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..core.errors import UnsupportedType, UnsupportedValue
+from ..core.frame_keys import KeySpec, column, normalize
+
+STRATEGIES = ("auto", "memory", "external")
+DEVICES = (None, "gpu")
+
+
+def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
+    """The sort's key spec, every argument checked against the frame's meta (no data read)."""
+    if not isinstance(getattr(df, "_meta", None), pd.DataFrame):
+        kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
+        what = "a dask Series: use sort_series" if isinstance(getattr(df, "_meta", None), pd.Series) else f"a {kind}"
+        raise UnsupportedType(f"dsort.dataframe sorts dask DataFrames; this is {what}")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
+    if device not in DEVICES:
+        raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
+    by, ascending = normalize(by, ascending)
+    for c in by:
+        column(df._meta, c)  # a KeyError naming the columns, or ambiguous
+    check_categories(df, by)
+    return KeySpec.of(df._meta, by, ascending, na_position)
+
+
+def output_partitions(df, npartitions) -> int:
+    """The output partitions: ``npartitions`` (a whole number, at least 1) or the input's."""
+    if npartitions is None or npartitions == "auto":  # dask's "auto" (dask 2026.8's own sorts fail on it): the input's
+        return df.npartitions
+    if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)) or npartitions < 1:
+        raise ValueError(f"npartitions must be a whole number of at least 1, got {npartitions!r}")
+    return int(npartitions)
+
+
+def check_categories(df, by) -> None:
+    """Categorical sort columns sort by their codes, so every partition must share one list of
+    categories, known up front (dask's ``.cat.as_known()``)."""
+    from dask.dataframe.utils import has_known_categories
+
+    for c in by:
+        if c in df.columns and isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
+            raise UnsupportedValue(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")

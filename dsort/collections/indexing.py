@@ -1,0 +1,273 @@
+"""``set_index`` of a dask dataframe on dsort's sort, with dask's arguments and meaning (see
+:func:`set_index`): exact divisions from the cuts, snapped to the ends of runs of equal values; the
+user's divisions cut exactly; data already in order indexed where it is; missing keys last; dask's
+own paths (``sorted=True``, ``sort=False``, ``append=True``) handed to dask. Public as
+:func:`dsort.dataframe.set_index`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..core import frame_chunk as F
+from ..core.errors import UnsupportedValue
+from ..core.frame_keys import column
+from .frame_graph import Graph, grouped_cuts, nonempty_cuts
+from .frame_spec import key_spec, output_partitions
+
+
+def set_index(
+    df,
+    other,
+    drop=True,
+    sorted=False,
+    npartitions=None,
+    divisions=None,
+    sort=True,
+    *,
+    append=False,
+    device=None,
+    shuffle_method=None,
+    max_branch=None,
+    upsample=None,
+    partition_size=None,
+):
+    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a dask
+    Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably), with
+    **known divisions from the exact cuts**: the cuts of partitions balanced by
+    rows, each moved to the nearer end of the run of equal values it falls in, as dask's divisions
+    need (a value lies in one partition only: ``loc`` looks in one); so the partitions are balanced
+    to within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
+    approximate quantiles instead). Each division is the first index value of its partition (the
+    last: the largest value); partitions that would be empty are left out, and a frame of no rows
+    has unknown divisions. A categorical is sorted in its categories' order (ordered or not), its
+    divisions in that order too, as dask's. Missing values in ``other`` go last, all in the last
+    partition, the divisions made of the values (as dask's); a key of missing values only is
+    refused. The cuts run at the call, with the sorted partitions persisted so the
+    input is read once; the rest is lazy.
+
+    dask's arguments, with dask's meaning: ``divisions`` (sorted; ``npartitions`` is then
+    ``len(divisions) - 1``): the result is cut exactly at the user's boundaries, partition ``i``
+    holding the values in ``[divisions[i], divisions[i + 1])`` (the last one its upper bound too;
+    values below the first boundary go to the first partition, above the last to the last: dask
+    puts those below in its last partition), empty partitions kept. ``sorted=True`` (the column is
+    already sorted across the partitions: nothing is moved), ``sort=False`` and ``append=True``
+    are dask's own (no sort of dsort's is involved). ``shuffle_method``, ``max_branch``,
+    ``upsample``, ``partition_size``: dask's own machinery's knobs, accepted with no effect (as in
+    :func:`sort_values`)."""
+    if isinstance(other, list) and len(other) == 1:
+        other = other[0]
+    _one_key(other)
+    if divisions is not None:
+        from dask.dataframe.core import check_divisions  # dask's refusals, dask's words
+
+        check_divisions(divisions)
+        if len(divisions) < 2:
+            raise ValueError("New division must hold at least two values: the bounds of one partition")
+    if (sorted or not sort) and npartitions is not None:
+        raise ValueError("Specifying npartitions with sort=False or sorted=True is not supported. Call `repartition` afterwards.")
+    if sorted or not sort or append:  # dask's own: the data is not sorted (or indexed by several levels)
+        return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=sorted, divisions=divisions, sort=sort, append=append)
+    if hasattr(other, "dask") and hasattr(other, "npartitions"):  # a dask Series or Index, as dask and pandas take
+        return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
+    if other in df.columns and df.index.name == other:  # the column is the key, as in pandas and dask
+        df = df.rename_axis(None)
+    spec = key_spec(df, other, True, "last", "memory", device)
+    dtype = column(df._meta, other).dtype
+    if divisions is not None:  # the user's boundaries as the key's values (what the cuts and the divisions use)
+        divisions = _as_key_values(divisions, dtype, other)
+    missing, rows, presorted = _key_pass(df, other, dtype)
+    if missing and missing == rows:
+        raise UnsupportedValue(  # dask's own set_index takes them (the switch hands such calls to it)
+            f"column {other!r} holds only missing values; divisions cannot be made of them"
+        )
+    if presorted is not None and divisions is None and output_partitions(df, npartitions) == df.npartitions:
+        # in order already: each partition indexed where it is, nothing moved (as dask does)
+        return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=True, divisions=presorted)
+    outputs = len(divisions) - 1 if divisions is not None else output_partitions(df, npartitions)
+    g = Graph(df, spec, outputs, False, device, None, every_output=True)
+    cut, _ = g.persist_cuts()
+    index = other not in df.columns  # the index itself: sorted, and kept as the index
+    meta = df._meta if index else _set_index(df._meta, other, drop)
+    runs = len(g.sorted)
+    if divisions is not None or int(cut[-1].sum()) == 0:
+        if divisions is not None:  # the user's boundaries, exactly
+            below = g.run("below", _below, spec, divisions[1:-1])
+            cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
+            out = g.collection(tuple(_python(d) for d in divisions.tolist()), grouped_cuts(cut, runs))
+        else:  # no rows
+            out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
+        return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+    cut = _before_missing(cut, rows - missing)
+    firsts = _smallest(g.run("firsts", _firsts, spec, cut))
+    ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
+    cut = _before_missing(_snap(cut, ranks), rows - missing)
+    firsts = _smallest(g.run("divisions", _firsts, spec, cut))
+    out = g.collection(tuple(_python(f[1]) for f in firsts), grouped_cuts(cut, runs))
+    return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+def _as_key_values(divisions, dtype, other) -> pd.Series:
+    """The user's divisions as values of the key's dtype (``"2021-01-02"`` on a datetime key is
+    that day's timestamp); ones that are not: refused (dask's own set_index may take them)."""
+    try:
+        values = pd.Series(list(divisions), dtype=dtype)
+    except (TypeError, ValueError) as e:
+        raise UnsupportedValue(f"divisions {list(divisions)!r} are not values of column {other!r} ({dtype}): {e}") from None
+    if values.isna().any() or not values.is_monotonic_increasing:
+        raise UnsupportedValue(f"divisions {list(divisions)!r} are not increasing values of column {other!r} ({dtype})")
+    return values
+
+
+def _before_missing(cut, present: int):
+    """Cut rows with the missing values (sorted last) all in the last output, as dask's set_index
+    puts them: every cut between outputs at or past the ``present`` values dropped."""
+    keep = [0] + [t for t in range(1, cut.shape[0] - 1) if int(cut[t].sum()) < present] + [cut.shape[0] - 1]
+    return cut[keep] if len(keep) < cut.shape[0] else cut
+
+
+def _key_pass(df, other, dtype):
+    """One pass over the key alone, before any sort: ``(missing values, rows, divisions)``, the divisions
+    found where the partitions are in order already (each sorted, none empty, nothing missing, each
+    one's last value below the next one's first: a value in one partition only), else None.
+    Categoricals are always sorted (their order is their categories', not their values')."""
+    import dask
+
+    key = df[other] if other in df.columns else df.index
+    parts = dask.compute(*[dask.delayed(_ends)(part) for part in key.to_delayed()])
+    missing, rows = sum(m for m, _, _ in parts), sum(n for _, n, _ in parts)
+    ends = [e for _, _, e in parts]
+    if missing or isinstance(dtype, pd.CategoricalDtype) or any(e is None for e in ends):
+        return missing, rows, None
+    try:
+        if any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
+            return missing, rows, None
+    except TypeError:  # values that do not compare (an object column of several types): sorted by dsort's rules
+        return missing, rows, None
+    return missing, rows, [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
+
+
+def _ends(s):
+    """``(missing values, rows, (first, last))`` of a partition's key; ``(first, last)`` None unless
+    it is sorted, has rows and nothing missing."""
+    missing = int(s.isna().sum())
+    if not len(s) or missing or not s.is_monotonic_increasing:
+        return missing, len(s), None
+    return 0, len(s), (s[0], s[-1]) if isinstance(s, pd.Index) else (s.iloc[0], s.iloc[-1])
+
+
+def dask_method(cls, name):
+    """dask's own ``cls.name``, also while dsort's stands in its place (:mod:`dsort.collections.switch`)."""
+    return getattr(cls, f"_dsort_dask_{name}", None) or getattr(cls, name)
+
+
+def _one_key(other) -> None:
+    """dask's refusals of a key that is not one column, with its exceptions and messages."""
+    import dask.dataframe as dd
+
+    if isinstance(other, list):
+        if any(isinstance(c, (dd.DataFrame, dd.Series, dd.Index)) for c in other):
+            raise TypeError("List[FrameBase] not supported by set_index")
+        raise NotImplementedError(
+            f"Dask dataframe does not yet support multi-indexes.\nYou tried to index with this index: {other}\n"
+            "Indexes must be single columns only."
+        )
+    if isinstance(other, dd.DataFrame):
+        raise NotImplementedError(
+            "Dask dataframe does not yet support multi-indexes.\n"
+            f"You tried to index with a frame with these columns: {list(other.columns)}\nIndexes must be single columns only."
+        )
+
+
+KEY = "__dsort_index__"  # the column a Series key travels in while the frame is sorted by it
+
+
+def _set_index_by(df, key, **options):
+    """:func:`set_index` by a dask Series or Index aligned with ``df`` (an expression of its columns,
+    or its own index), as pandas and dask take one: the frame's columns all stay, and the index takes
+    the key's name."""
+    series = key.to_series() if _is_index(key) else key
+    options["drop"] = True  # the key's temporary column (a Series key is no column of the frame: drop has no say)
+    out = set_index(df.assign(**{KEY: series}), KEY, **options)
+    return out.map_partitions(_rename_index, key.name, meta=out._meta.rename_axis(key.name), align_dataframes=False)
+
+
+def _is_index(x) -> bool:
+    import dask.dataframe as dd
+
+    return isinstance(x, dd.Index)
+
+
+def _rename_index(part, name):
+    return part.rename_axis(name)
+
+
+def _python(value):
+    """A division as dask gives them: a Python value where NumPy's scalar stands for one."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def _set_index(part, col, drop):
+    return part.set_index(col, drop=drop)
+
+
+def _firsts(part, plan, q, spec, cut) -> list:
+    """For every output of the cut rows ``cut``: ``(key bytes, value)`` of this part's first row
+    in it, or None where it has none; then those of its last row with a value (not missing)."""
+    col = column(part.frame, spec.by[0])
+    out = []
+    for t in range(cut.shape[0] - 1):
+        a, b = int(cut[t, q]), int(cut[t + 1, q])
+        out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
+    n = len(part.frame) - int(col.isna().sum())  # its last value: missing ones sort after it
+    out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
+    return out
+
+
+def _smallest(per_part) -> list:
+    """Per output: the smallest ``(key, value)`` over the parts (its first row); last: the largest
+    (the result's last row). An output no part has rows in takes the next one's (it is empty)."""
+    columns = list(zip(*per_part))
+    out = [min((x for x in c if x is not None), default=None, key=lambda x: x[0]) for c in columns[:-1]]
+    out.append(max((x for x in columns[-1] if x is not None), default=None, key=lambda x: x[0]))
+    for t in range(len(out) - 2, -1, -1):
+        out[t] = out[t] if out[t] is not None else out[t + 1]
+    return [x if x is not None else (b"", None) for x in out]
+
+
+def _ranks(part, plan, q, spec, keys):
+    """Rows of this part before each of ``keys`` (:func:`dsort.core.frame_chunk.key_bytes`), and up to and including it."""
+    from ..engine import numpy_engine
+
+    mine = F.part_keys(spec, part, plan)
+    probes = F.from_key_bytes(keys, mine) if keys else mine[:0]
+    return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
+
+
+def _below(part, plan, q, spec, values):
+    """``(rows of this part before each of values, its rows)``: ``values`` a pandas Series of the
+    key's dtype, encoded as the part's keys are (strings at the wider of theirs and the part's)."""
+    from ..core.frame_keys import widen
+    from ..engine import numpy_engine
+
+    frame = pd.DataFrame({spec.by[0]: values})
+    if part.keys.ndim == 1:  # keyed by words
+        mine, probes = part.keys, spec.words(frame)
+    else:
+        own, have = spec.encode(frame)
+        want = tuple(max(a, b) for a, b in zip(have, plan.widths))
+        mine, probes = F.part_keys(spec, part, plan), widen(spec, own, have, want)
+        mine = widen(spec, mine, plan.widths, want)
+    return numpy_engine.searchsorted(mine, probes, "left").tolist(), len(part.frame)
+
+
+def _snap(cut, ranks):
+    """Cut rows moved to the nearer end of the run of equal keys each falls in (all parts alike),
+    outputs left empty by that dropped."""
+    cut = cut.copy()
+    for t in range(1, cut.shape[0] - 1):
+        left = np.array([r[0][t - 1] for r in ranks], np.int64)
+        right = np.array([r[1][t - 1] for r in ranks], np.int64)
+        target = int(cut[t].sum())
+        cut[t] = left if target - int(left.sum()) <= int(right.sum()) - target else right
+    return nonempty_cuts(cut)
