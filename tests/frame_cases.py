@@ -37,7 +37,7 @@ KINDS = ["int", "uint8", "float", "string", "pystring", "bool", "Int64", "dateti
 KINDS += ["arrow_int", "arrow_ts", "arrow_decimal", "arrow_bool", "arrow_binary", "arrow_string", "timedelta"]
 
 
-def _column(kind, rng, n):
+def column_of(kind, rng, n):
     small = rng.integers(-2, 3, n)
     missing = rng.random(n) < 0.15
     if kind == "int":
@@ -95,7 +95,12 @@ def frames(draw):
     lengths = draw(st.lists(st.integers(0, 40) | st.just(0) | st.just(1), min_size=1, max_size=7))
     rng = np.random.default_rng(seed)
     n = sum(lengths)
-    df = pd.DataFrame({f"c{i}": _column(k, rng, n) for i, k in enumerate(kinds)})
+    df = pd.DataFrame({f"c{i}": column_of(k, rng, n) for i, k in enumerate(kinds)})
     df["row"] = np.arange(n)
     ascending = draw(st.lists(st.booleans(), min_size=len(kinds), max_size=len(kinds)))
     return df, lengths, [f"c{i}" for i in range(len(kinds))], ascending, draw(st.sampled_from(["last", "first"]))
+
+
+def built_by_dsort(collection) -> bool:
+    """Whether a dask collection's graph holds dsort's tasks (not only dask's own)."""
+    return any("dsort" in str(k) for k in dict(collection.__dask_graph__()))

@@ -14,7 +14,7 @@ import pytest
 
 import dsort
 
-from .frame_cases import _column as column_of
+from .frame_cases import built_by_dsort, column_of
 
 
 KINDS = ["int", "float", "Int64", "string", "pystring", "datetime", "datetime_tz", "timedelta", "arrow_int", "arrow_string"]
@@ -106,15 +106,15 @@ def test_set_index_gives_dasks_answer(rng, kind, shape):
         if isinstance(ours, Exception):
             assert isinstance(theirs, Exception) and type(ours) is type(theirs), (ours, theirs)
             continue
-        if _dsorts(ours[0]):  # dsort's answer: pandas' order (categoricals in their categories' order)
+        if built_by_dsort(ours[0]):  # dsort's answer: pandas' order (categoricals in their categories' order)
             assert _listed(ours[1].index) == pandas_keys
         if isinstance(theirs, Exception):
             continue  # dask refuses: dsort's answer is pandas' (checked above)
         # the keys' order compared where dask's is pandas' (with an empty partition, dask 2026.8 puts a
         # categorical's values in lexical order, not its categories'); the rest always
-        _same_promises(theirs, ours, [None] if _listed(theirs[1].index) == pandas_keys or not _dsorts(ours[0]) else [], None)
+        _same_promises(theirs, ours, [None] if _listed(theirs[1].index) == pandas_keys or not built_by_dsort(ours[0]) else [], None)
         o, odf = ours
-        if o.known_divisions and len(odf) and _dsorts(o):  # dsort's own answer (not dask's, handed over)
+        if o.known_divisions and len(odf) and built_by_dsort(o):  # dsort's own answer (not dask's, handed over)
             parts = dask.compute(*o.to_delayed(), scheduler="sync")
             last = len(parts) - 1
             rank = _ranker(odf.index)
@@ -129,10 +129,6 @@ def test_set_index_gives_dasks_answer(rng, kind, shape):
 
 def _listed(values) -> list:
     return values.astype(object).where(values.notna(), None).tolist()
-
-
-def _dsorts(collection) -> bool:
-    return any("dsort" in str(k) for k in dict(collection.__dask_graph__()))
 
 
 def _ranker(index):

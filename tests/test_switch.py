@@ -13,9 +13,7 @@ import pytest
 import dsort
 from dsort.collections import switch
 
-
-def _dsort_built(collection) -> bool:
-    return any("dsort" in str(k) for k in dict(collection.__dask_graph__()))
+from .frame_cases import built_by_dsort
 
 
 pytestmark = pytest.mark.filterwarnings("ignore:Series.values returning an object-dtype:DeprecationWarning", "ignore::FutureWarning")
@@ -58,7 +56,7 @@ def test_the_switch_puts_dasks_methods_back_exactly():
 
 def test_dasks_calls_run_on_dsort_while_it_is_on(ddf):
     df = ddf.compute(scheduler="sync")
-    assert not _dsort_built(ddf.sort_values("k")) and not _dsort_built(ddf.set_index("k"))
+    assert not built_by_dsort(ddf.sort_values("k")) and not built_by_dsort(ddf.set_index("k"))
     with dsort.enabled():
         calls = {
             "sort_values": ddf.sort_values("k"),
@@ -68,7 +66,7 @@ def test_dasks_calls_run_on_dsort_while_it_is_on(ddf):
             "set_index by a Series": ddf.set_index(ddf.k + 1),
             "series": ddf.k.sort_values(),
         }
-        assert all(_dsort_built(c) for c in calls.values()), [n for n, c in calls.items() if not _dsort_built(c)]
+        assert all(built_by_dsort(c) for c in calls.values()), [n for n, c in calls.items() if not built_by_dsort(c)]
         assert calls["sort_values positional npartitions"].npartitions == 3
         got = {n: c.compute(scheduler="sync") for n, c in calls.items()}
     pd.testing.assert_frame_equal(got["sort_values"], df.sort_values("k", kind="stable"))
@@ -91,7 +89,7 @@ def test_what_dsort_does_not_sort_goes_to_dask_unchanged(rng):
         dsort.dataframe.set_index(ddf, "t")
     with dsort.enabled():
         by_period, indexed = ddf.sort_values("p"), ddf.set_index("p")
-        assert not _dsort_built(by_period) and not _dsort_built(indexed)
+        assert not built_by_dsort(by_period) and not built_by_dsort(indexed)
         ours = ddf.set_index("t")  # dask's, which refuses once its divisions are asked for
     theirs = ddf.set_index("t")
     for result in (ours, theirs):
@@ -123,7 +121,7 @@ def test_npartitions_0_is_the_inputs_as_in_dask(ddf):
     with dsort.enabled():
         out = ddf.sort_values("k", npartitions=0)
         indexed = ddf.set_index("k", npartitions=0)
-    assert _dsort_built(out) and out.npartitions == ddf.npartitions and _dsort_built(indexed)
+    assert built_by_dsort(out) and out.npartitions == ddf.npartitions and built_by_dsort(indexed)
     assert {"enable", "disable", "enabled", "dataframe", "sort"} <= set(dir(dsort))
 
 
@@ -152,7 +150,7 @@ def test_the_switch_is_per_process_and_threads_see_it(ddf):
     from concurrent.futures import ThreadPoolExecutor
 
     with dsort.enabled(), ThreadPoolExecutor(2) as pool:
-        built = list(pool.map(lambda _: _dsort_built(ddf.sort_values("k")), range(2)))
+        built = list(pool.map(lambda _: built_by_dsort(ddf.sort_values("k")), range(2)))
     assert built == [True, True]
     assert dask.config.get("dsort.dataframe.drop-in") is False
 
@@ -177,7 +175,7 @@ def test_what_dask_users_write_around_a_sort(tmp_path):
         assert inspect.signature(dd.DataFrame.sort_values) == inspect.signature(dd.DataFrame._dsort_dask_sort_values)
         with pytest.raises(TypeError):
             ids.v.sort_values(False)  # keywords only, as pandas
-    assert _dsort_built(again) and again.index.name == "id" and list(again.columns) == ["v"]
+    assert built_by_dsort(again) and again.index.name == "id" and list(again.columns) == ["v"]
     pd.testing.assert_frame_equal(again.compute(scheduler="sync"), ids.compute().sort_values("id", kind="stable").set_index("id"))
     assert cut.divisions == (pd.Timestamp("2021-01-01"), pd.Timestamp("2021-01-03"), pd.Timestamp("2021-01-06"))
     expected = when.set_index("t").sort_index().loc["2021-01-02":"2021-01-04"]
