@@ -9,7 +9,10 @@ Cases:
 
 * ``memory``: every tool with its default memory (GNU sort ``-S 50%``);
 * ``ooc``: every tool limited to ``--fraction`` (1/4) of the data: dsort ``--memory-limit``
-  (CPU) or ``--device-memory-limit`` (GPU), GNU sort ``-S``, DuckDB ``memory_limit``.
+  (CPU) or ``--device-memory-limit`` (GPU), GNU sort ``-S``, DuckDB ``memory_limit``;
+* ``tiny`` (not by default): the same with ``--tiny-fraction`` (1/32) of the data, where dsort's
+  blocks are so small that their runs are more than one merge pass takes
+  (``dsort.file-sort.max-runs``) and it merges them in two passes (its "on ..." line says so).
 
 Also measured in the same run: the disk's sequential write with fsync and read of an uncached file
 (``--floor``), and from them the floor of a sort that must write its output (and, out of core,
@@ -108,6 +111,7 @@ def main(argv=None):
     p.add_argument("--dir", default=None, help="working directory (default: a new one under /tmp)")
     p.add_argument("--cases", default="memory,ooc")
     p.add_argument("--fraction", type=float, default=0.25, help="ooc: memory as a fraction of the data")
+    p.add_argument("--tiny-fraction", type=float, default=1 / 32, help="tiny: memory as a fraction of the data")
     p.add_argument("--threads", type=int, default=os.cpu_count(), help="threads for every tool")
     p.add_argument("--cpu", action="store_true", help="dsort on the CPU (else on the visible GPUs)")
     p.add_argument("--peers", default="gnu,duckdb")
@@ -150,7 +154,7 @@ def main(argv=None):
             peers.remove("duckdb")
     rows = []
     for case in args.cases.split(","):
-        limit = int(size * args.fraction) if case == "ooc" else None
+        limit = int(size * {"ooc": args.fraction, "tiny": args.tiny_fraction}[case]) if case in ("ooc", "tiny") else None
         cmds = {}
         dsort_cmd = [PY, "-m", "dsort", "sort", src, work / "out.dsort", "--overwrite", "--threads-per-worker", args.threads]
         if args.cpu:
@@ -219,10 +223,11 @@ def main(argv=None):
                 ok = check.returncode == 0 and f"Records: {n:,}" in check.stdout
                 row["checked"] = "yes" if ok else "FAILED"
                 for line in text.splitlines():
-                    if line.startswith(("stages", "phases", "runs:")):
+                    if line.startswith(("stages", "phases", "runs:", "on ")):
                         row.setdefault("dsort said", []).append(line)
             if write_bw:
-                floor = size / write_bw + (size / read_bw + size / write_bw if limit else 0)
+                spills = 2 if case == "tiny" else 1 if limit else 0  # runs (and a first pass's pieces) written and read
+                floor = size / write_bw + spills * (size / read_bw + size / write_bw)
                 row["floor s"] = round(floor, 2)
                 row["of floor"] = f"{floor / results[name]:.2f}"
             print(row, flush=True)

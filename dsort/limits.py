@@ -133,31 +133,46 @@ def host_run_bytes(res: Resources, nbytes: int | None) -> int:
 
 
 def bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size, gpu_tasks: int):
-    """Blocks large enough that the input makes at most ``dsort.file-sort.max-runs`` runs (one
-    merge pass), and small enough that a task's three copies of one fit its share of the memory;
-    else a :class:`LimitError` that names the workable range."""
+    """``(rows per block, rows per output range)``: blocks grown towards the size that makes at
+    most ``dsort.file-sort.max-runs`` runs (one merge pass) while a task's three copies of one fit
+    its share of the memory; past that (or with an explicit ``--chunk-size``) the runs are merged
+    in two passes (:func:`merge_groups`). More runs than two passes merge: a :class:`LimitError`
+    that names the smallest workable memory or ``--chunk-size``."""
     max_runs = config.get("file-sort.max-runs")
     need = -(-n // max_runs) if n else 1
     if gpu_tasks:
         room = res.device_budget // 2 // gpu_tasks // 3
     else:
         room = (res.host_budget - host_run_bytes(res, n * row_bytes)) // res.threads // 3
-    if rows < need:
-        if chunk_size:
-            raise LimitError(
-                f"--chunk-size {fmt_bytes(chunk_size)} would cut {fmt_bytes(n * row_bytes)} into {-(-n // rows):,} runs; "
-                f"dsort merges at most {max_runs:,} in one pass: the smallest workable --chunk-size here is "
-                f"{fmt_bytes(need * row_bytes)}"
-            )
-        rows = need
-    if rows * row_bytes > room and not chunk_size and rows == need:  # an explicit --chunk-size is the user's call
-        what = f"{fmt_bytes(n * row_bytes)} of input in at most {max_runs:,} runs"
-        option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
-        raise LimitError(
-            f"{what} needs blocks of {fmt_bytes(rows * row_bytes)}, and a task holds about three of them: more than "
-            f"{option} leaves each of {gpu_tasks or res.threads} tasks ({fmt_bytes(room * 3)}); raise {option} or lower "
-            "--threads-per-worker"
-        )
+    if rows < need and not chunk_size:  # an explicit --chunk-size is the user's call
+        rows = max(rows, min(need, room // row_bytes))
     runs = max(1, -(-n // rows))
-    range_rows = max(rows, -(-n // max(1, config.get("file-sort.max-slices") // runs)))  # few runs x ranges: the per-slice costs stay small
+    if runs > max_runs * max_runs:
+        least = -(-n // (max_runs * max_runs)) * row_bytes
+        if chunk_size:
+            fix = f"the smallest workable --chunk-size here is {fmt_bytes(least)}"
+        else:
+            option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
+            fix = f"raise {option} so that each of {gpu_tasks or res.threads} tasks holds three blocks of {fmt_bytes(least)}"
+        raise LimitError(
+            f"{fmt_bytes(n * row_bytes)} of input in blocks of {fmt_bytes(rows * row_bytes)} makes {runs:,} runs; dsort merges "
+            f"at most {max_runs:,} in one pass and {max_runs * max_runs:,} in two: {fix}"
+        )
+    groups = -(-runs // max_runs)  # merges of a first pass, each over a group of runs (one: a single pass)
+    fan_in, group_rows = -(-runs // groups), -(-n // groups)
+    # few runs x ranges (slices) per merge pass: the per-slice costs stay small
+    range_rows = max(rows, -(-group_rows // max(1, config.get("file-sort.max-slices") // fan_in)))
     return rows, max(rows, min(range_rows, room // row_bytes))
+
+
+def merge_groups(runs: int) -> tuple:
+    """``((first run, end run), ...)``: ``runs`` runs in consecutive groups of at most
+    ``dsort.file-sort.max-runs``, equal to within one run, each merged by a first pass into one
+    chained run that the final pass merges with the others; ``()`` where one pass merges them all."""
+    max_runs = config.get("file-sort.max-runs")
+    if runs <= max_runs:
+        return ()
+    from .core.plan import balanced, offsets
+
+    sizes = balanced(runs, -(-runs // max_runs))
+    return tuple((int(a), int(a + b)) for a, b in zip(offsets(sizes), sizes))

@@ -26,6 +26,9 @@ SHOWN_AS = {
     T.CHECKSUM_INPUT: "checksum",
     T.RUN: "run",
     T.CUTS: "cuts",
+    T.GROUP_CUTS: "first pass",
+    T.GROUP_MERGE: "first pass",
+    T.CHAIN: "first pass",
     T.SORT: "sort",
     T.INFO: "sort",
     T.PLAN: "sort",
@@ -45,7 +48,7 @@ SHOWN_AS = {
     T.WRITE: "write",
     T.CHECK: "check",
 }
-ORDER = ["read", "checksum", "run", "cuts", "sort", "merge", "write", "check"]  # of the bars
+ORDER = ["read", "checksum", "run", "first pass", "cuts", "sort", "merge", "write", "check"]  # of the bars
 
 
 def make_phase_of():

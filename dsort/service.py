@@ -39,7 +39,7 @@ from .collections.config import parse_size  # noqa: F401  (public here too)
 from .core.errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
 from .compute import compute_client, compute_threads
 from .report import SortReport, format_report, process_age  # noqa: F401  (public here too)
-from .limits import Resources, bounded_fan_in, fmt_bytes, mem_available, on_cpu, resources, sizes  # noqa: F401  (public here too)
+from .limits import Resources, bounded_fan_in, fmt_bytes, mem_available, merge_groups, on_cpu, resources, sizes  # noqa: F401  (public here too)
 
 # The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
 # no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
@@ -272,11 +272,14 @@ def _sort_fixed(
     store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=client is not None)
     blocks = fixed.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = plan.ranges(n, rows_per_range)
+    groups = merge_groups(len(blocks))
+    group_ranges = tuple(plan.ranges(sum(b[2] for b in blocks[a:z]), rows_per_range) for a, z in groups)
     print(f"sorting {n:,} {fmt} ({fmt_bytes(nbytes)}) from {input} into {out}", file=stream)
     at_once = f", {gpu_tasks} at once per GPU" if gpu_tasks else ""
+    passes = f", merged in two passes (first {len(groups)} groups of up to {max(z - a for a, z in groups):,} runs)" if groups else ""
     print(
         f"on {res.described}; {len(blocks)} runs of up to {fmt_bytes(rows_per_block * layout.row_bytes)}, "
-        f"{len(ranges)} output ranges{at_once}",
+        f"{len(ranges)} output ranges{at_once}{passes}",
         file=stream,
     )
     if res.gpus and client is None:
@@ -287,24 +290,34 @@ def _sort_fixed(
             out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else allocate(tmp, nbytes) or 0
             ins = outs = valsort.Summary()
             if n:
-                spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1))
+                spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1, *(len(r) - 1 for r in group_ranges)))
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
-                job = F.Job(job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending)
-                dsk, run_keys, merge_keys = fixed.graph(job)
+                job = F.Job(
+                    job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending,
+                    groups=groups, group_ranges=group_ranges,
+                )  # fmt: skip
+                dsk, run_keys, chain_keys, merge_keys = fixed.graph(job)
                 phases["allocate"] = time.perf_counter() - t_res
-                bar = Progress({"run": len(run_keys), "cuts": 1, "merge": len(merge_keys)}, stream) if progress else None
+                counts = {
+                    "run": len(run_keys),
+                    "first pass": 2 * len(chain_keys) + sum(map(len, group_ranges)),
+                    "cuts": 1,
+                    "merge": len(merge_keys),
+                }
+                bar = Progress({k: v for k, v in counts.items() if v}, stream) if progress else None
+                keys = [run_keys, chain_keys, merge_keys]
                 if client is None:
                     with bar if bar is not None else _Null():
-                        run_results, merge_results = compute_threads(dsk, [run_keys, merge_keys], res.threads, bar)
+                        run_results, chain_results, merge_results = compute_threads(dsk, keys, res.threads, bar)
                     if bar is not None:
                         phases.update({p: s[1] - s[0] for p, s in bar.spans.items()})
                 else:
-                    run_results, merge_results = compute_client(client, dsk, [run_keys, merge_keys], progress)
+                    run_results, chain_results, merge_results = compute_client(client, dsk, keys, progress)
                 for run, _, times in run_results:
                     tier = "workers' disks" if run.worker else run.tier
                     tiers[tier] = tiers.get(tier, 0) + 1
                     _add(stages, times)
-                for _, times in merge_results:
+                for _, times in [*chain_results, *merge_results]:
                     _add(stages, times)
                 ins = valsort.combine([s for _, s, _ in run_results])
                 outs = valsort.combine([s for s, _ in merge_results], descending=descending)

@@ -10,7 +10,7 @@ import pytest
 
 from dsort.core import diskio
 from dsort.core import runs as R
-from dsort.engine import device as dev
+from dsort.engine import ipc
 
 
 def _config(tmp_path, row_bytes, host_budget=0):
@@ -159,7 +159,7 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     store = R.store(config)
     rows = rng.integers(0, 256, (1000, 6), dtype=np.uint8)
     run = store.put(0, cupy.asarray(rows))
-    assert run.tier == "shared" and run.shared.owner == dev.PROCESS and os.path.isdir(config.directory)
+    assert run.tier == "shared" and run.shared.owner == ipc.PROCESS and os.path.isdir(config.directory)
     on_gpu, on_host = store.read_many([(run, 10, 400)], 0)[0], store.read_many([(run, 10, 400), (run, 990, 1000)])
     np.testing.assert_array_equal(cupy.asnumpy(on_gpu), rows[10:400])
     np.testing.assert_array_equal(on_host[0], rows[10:400])
@@ -192,3 +192,26 @@ def test_read_handles_are_kept_and_forgotten_when_a_run_is_written_again(tmp_pat
     np.testing.assert_array_equal(h.read(path, 8, 3, 4), new[2:5])
     h.close()
     assert not h._fds
+
+
+@pytest.mark.parametrize("host_budget", [0, 1 << 20])
+def test_a_chain_reads_as_one_run_across_its_pieces(tmp_path, rng, host_budget):
+    """A chained run (pieces of a first merge pass): any slice, across pieces or inside one, empty
+    or whole, reads as the same slice of the pieces end to end; its sample is theirs, in order;
+    freeing the pieces gives their memory back and removes their files."""
+    store = R.RunStore(_config(tmp_path, 6, host_budget))
+    parts = [rng.integers(0, 256, (n, 6), dtype=np.uint8) for n in (5, 1, 40000, 3)]
+    pieces = tuple(store.put(10 + i, p, sample=p[::2, :1].copy()) for i, p in enumerate(parts))
+    chain = R.Chain("job", 0, pieces)
+    whole = np.concatenate(parts)
+    assert chain.rows == len(whole) and chain.made == pieces[0].made
+    np.testing.assert_array_equal(chain.sample, np.concatenate([p[::2, :1] for p in parts]))
+    bounds = [(0, 0), (0, 5), (3, 7), (5, 6), (4, 40006), (6, 40009), (0, len(whole)), (40009, 40009), (2, 1)]
+    got = store.read_many([(chain, lo, hi) for lo, hi in bounds] + [(pieces[2], 1, 4)])
+    for (lo, hi), g in zip(bounds, got):
+        np.testing.assert_array_equal(g, whole[lo : max(lo, hi)])
+    np.testing.assert_array_equal(got[-1], parts[2][1:4])
+    assert R.bare(chain).sample is None and R.bare(chain).rows == chain.rows
+    store.free([p.index for p in pieces])
+    assert store._used["host"] == 0 and not store._data
+    assert not list((tmp_path / "runs").glob("run-*")) if (tmp_path / "runs").exists() else True

@@ -17,6 +17,17 @@ Three phases, one dask task graph (built by :func:`dsort.io._fixed.graph` for th
                  pre-allocated output; writeback to disk starts at once. Returns the range's
                  summary (count, checksum, order).
 
+More runs than one pass merges (``dsort.file-sort.max-runs``): a first pass before the cuts,
+
+``dsort-group-cuts``   per group of consecutive runs (``Job.groups``), the exact cuts of the
+                       group's own ranges (``Job.group_ranges``) in its runs;
+``dsort-group-merge``  per range of a group: its slices of the group's runs merged and kept as one
+                       piece of the group's chained run (:class:`~dsort.core.runs.Chain`), in the
+                       run store like any run, with its part of the chain's regular sample;
+``dsort-chain``        per group: the chain's handle (its pieces, in order); the cuts and merges
+                       above then take the chains for runs. A piece lost with its worker is made
+                       again from its group's input blocks.
+
 Every task's memory is bounded by the block and range sizes the caller chose from the limits,
 never by the data's size. Ties keep input order (blocks are runs in input order, and the merge
 breaks ties by run), so the output equals a stable sort of the whole input.
@@ -56,6 +67,8 @@ class Job:
     gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
     descending: bool = False
     na_position: str = "last"
+    groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
+    group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
 
     @property
     def sizes(self):
@@ -63,6 +76,23 @@ class Job:
 
     def gpu_for(self, i: int):
         return self.gpus[i % len(self.gpus)] if self.gpus else None
+
+    def group(self, g: int) -> "Job":
+        """This job as group ``g``'s first pass sees it: its ranges are the group's."""
+        return replace(self, range_rows=self.group_ranges[g], groups=(), group_ranges=())
+
+    def piece_index(self, g: int, t: int) -> int:
+        """The run-store index of group ``g``'s piece ``t`` (after every input block's run)."""
+        return len(self.blocks) + sum(len(r) for r in self.group_ranges[:g]) + t
+
+    def piece_of(self, index: int) -> tuple[int, int]:
+        """``(group, range)`` of the piece kept as run-store ``index`` (:meth:`piece_index`)."""
+        t = index - len(self.blocks)
+        for g, r in enumerate(self.group_ranges):
+            if t < len(r):
+                return g, t
+            t -= len(r)
+        raise IndexError(f"no piece {index} in job {self.id}")
 
 
 class Stopwatch:
@@ -206,7 +236,7 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
         watch.lap("exact cuts")
     else:  # one run: its cuts are the targets themselves
         cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)
-    return plan.boundaries(sizes, cuts), [replace(r, sample=None) for r in runs]
+    return plan.boundaries(sizes, cuts), [R.bare(r) for r in runs]
 
 
 GPU_RANKED_SAMPLES = 1 << 20  # from this many samples on, the cuts rank them on a GPU
@@ -276,9 +306,86 @@ def _slice_items(cut, t: int) -> list:
 
 
 def _remake_run(job: Job, q: int, gpu):
-    """Run ``q`` made again from its input block, its worker gone after the cuts (file sorts)."""
+    """Run ``q`` made again here, its worker gone after the cuts: from its input block, or (a
+    piece of a chained run) from its group's blocks, sorted and cut again (the same cuts: the
+    same runs and samples) and its range merged."""
+    if q >= len(job.blocks):
+        return _remake_piece(job, q, gpu)
     with _on(gpu, job):
         return _make_run(job, q, Stopwatch(), gpu)[0]
+
+
+# -- a first merge pass, where the runs are more than one pass merges --------------------------
+
+
+def group_cuts_task(job: Job, g: int, results):
+    """The exact cuts of group ``g``'s first-pass ranges in its runs (the run tasks' ``results``)."""
+    return cut_runs(job.group(g), [r[0] for r in results])
+
+
+def group_merge_task(job: Job, cut, g: int, t: int):
+    """Range ``t`` of group ``g``'s first pass, merged from its slices of the group's runs and kept
+    as a piece of the group's chain: ``(piece Run, stage times)``."""
+    gpu = job.gpu_for(t)
+    watch = Stopwatch()
+    jg = job.group(g)
+    fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: _remake_run(job, q, gpu))
+    with _on(gpu, job):
+        merged = merge_rows(jg, cut, t, watch, gpu, fetched)
+        return _keep_piece(job, g, t, merged, watch, gpu), watch.times
+
+
+def _keep_piece(job: Job, g: int, t: int, merged, watch: Stopwatch, gpu):
+    """Keep group ``g``'s merged range ``t`` (``(keys, rows)``) in the run store, with the keys at
+    the chain's sample positions (multiples of the job's spacing)."""
+    keys, rows = merged
+    first = sum(job.group_ranges[g][:t])
+    start, step = plan.sample_positions(first, job.spacing)
+    sample = dev.to_host(keys[start::step])
+    piece = R.store(job.store).put(job.piece_index(g, t), rows, sample=sample)
+    sync(gpu)
+    watch.lap("keep piece" if piece.tier != "disk" else "write piece")
+    return piece
+
+
+def chain_task(job: Job, g: int, results):
+    """Group ``g``'s chained run from its pieces (the group merges' ``results``): ``(Chain, stage
+    times)``, each stage named for the first pass. In the embedded sort (one process, no worker
+    to lose) the group's runs are freed here, every piece being made: the disk holds the input's
+    bytes once more, not twice. On a cluster they stay until the job ends (dask may run a group
+    merge again, reading them)."""
+    pieces = tuple(r[0] for r in results)
+    times: dict = {}
+    for _, t in results:
+        for k, v in t.items():
+            times[f"first pass: {k}"] = times.get(f"first pass: {k}", 0.0) + v
+    s = R.store(job.store)
+    if s.worker is None:
+        a, b = job.groups[g]
+        s.free(range(a, b))
+    return R.Chain(job.id, g, pieces), times
+
+
+def _remake_piece(job: Job, q: int, gpu):
+    """Piece ``q`` of a chained run, made again here (its worker gone): its group's runs remade
+    from their blocks (once per process), cut again, and its range merged."""
+    g, t = job.piece_of(q)
+    a, b = job.groups[g]
+    s = R.store(job.store)
+    runs = []
+    for i in range(a, b):
+        with s._lock:
+            run = s.recovered.get(i)
+        if run is None:
+            run = _remake_run(job, i, gpu)
+            with s._lock:
+                run = s.recovered.setdefault(i, run)
+        runs.append(run)
+    jg = job.group(g)
+    cut = cut_runs(jg, runs)
+    watch = Stopwatch()
+    with _on(gpu, job):
+        return _keep_piece(job, g, t, merge_rows(jg, cut, t, watch, gpu), watch, gpu)
 
 
 def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):

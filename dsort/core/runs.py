@@ -100,6 +100,74 @@ class Run:
 
 
 @dataclass(frozen=True)
+class Chain:
+    """Consecutive sorted pieces read as one run: a group of runs merged by a first pass (more runs
+    than one merge pass takes, :mod:`dsort.core.filesort`). A slice of it is read from the pieces
+    it spans, joined; its sample is theirs, end to end."""
+
+    job: str
+    index: int
+    pieces: tuple  # the pieces' Run handles, in order
+    tier: str = "chain"
+    worker: None = None  # its pieces say where they are
+    row_bytes: int | None = None
+
+    @property
+    def rows(self) -> int:
+        return sum(p.rows for p in self.pieces)
+
+    @property
+    def made(self) -> str:
+        return self.pieces[0].made if self.pieces else ""
+
+    @property
+    def sample(self):
+        got = [p.sample for p in self.pieces if p.sample is not None]
+        return np.concatenate(got) if got else None
+
+    def __sizeof__(self) -> int:
+        return object.__sizeof__(self) + sum(p.__sizeof__() for p in self.pieces)
+
+    def spans(self, lo: int, hi: int) -> list:
+        """``(piece, lo, hi)`` of the pieces that rows ``[lo, hi)`` of the chain cover, in order;
+        at least one (an empty slice of the first piece where ``hi <= lo``)."""
+        out, at = [], 0
+        for p in self.pieces:
+            a, b = max(lo - at, 0), min(hi - at, p.rows)
+            if a < b:
+                out.append((p, a, b))
+            at += p.rows
+        return out or [(self.pieces[0], 0, 0)]
+
+
+def bare(run):
+    """``run`` (a :class:`Run` or :class:`Chain`) without its sample: what the merges need."""
+    if isinstance(run, Chain):
+        return replace(run, pieces=tuple(replace(p, sample=None) for p in run.pieces))
+    return replace(run, sample=None)
+
+
+def _flat(items) -> tuple[list, list | None]:
+    """``items`` (``(run, lo, hi)``) with every chain's slice replaced by its pieces' slices, and
+    where each item's parts lie in the result (None where there is no chain)."""
+    if not any(isinstance(run, Chain) for run, _, _ in items):
+        return list(items), None
+    flat, where = [], []
+    for run, lo, hi in items:
+        parts = run.spans(int(lo), int(hi)) if isinstance(run, Chain) else [(run, lo, hi)]
+        where.append((len(flat), len(flat) + len(parts)))
+        flat.extend(parts)
+    return flat, where
+
+
+def _joined(out: list, where) -> list:
+    """The slices read for :func:`_flat`'s items, each chain's parts joined in order."""
+    if where is None:
+        return out
+    return [out[a] if b - a == 1 else engines.get(out[a]).concatenate(out[a:b]) for a, b in where]
+
+
+@dataclass(frozen=True)
 class StoreConfig:
     """How a job's runs are kept: budgets in bytes (device: per GPU) and the directory for the disk tier."""
 
@@ -166,7 +234,7 @@ class RunStore:
             self._data[index] = rows
             return Run(cfg.job, index, n, "host", sample=sample)
         path = self._path(index)
-        self._files.forget(path)  # a run made again (its worker lost): never read through an old handle
+        self._files.forget(str(path))  # a run made again (its worker lost): never read through an old handle
         write_file(path, rows)
         return Run(cfg.job, index, n, "disk", path=str(path), sample=sample, worker=self.worker)
 
@@ -175,7 +243,10 @@ class RunStore:
         compute of the same result removed it, and this worker's store outlives it)."""
         d = Path(self.directory)
         d.mkdir(parents=True, exist_ok=True)
-        return d / f"run-{index:06d}.bin"
+        return self._file(index)
+
+    def _file(self, index: int) -> Path:
+        return Path(self.directory) / f"run-{index:06d}.bin"
 
     # -- reading slices ------------------------------------------------------------------------
 
@@ -190,6 +261,7 @@ class RunStore:
         Slices of runs on another worker's disk are read there and only they travel (see
         :meth:`fetch_remote`; ``fetched``: its result for these items, where the caller fetched them
         first)."""
+        items, where = _flat(items)
         out: list = [None] * len(items)
         segments = []  # (item, run, first byte in the run, bytes, first byte in the upload)
         total = 0
@@ -261,7 +333,7 @@ class RunStore:
             flat = dev.upload(total, fill, gpu)
             for i, _, _, size, at in segments:
                 out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
-        return out
+        return _joined(out, where)
 
     def fetch_remote(self, items, recover=None) -> dict:
         """``{item: NumPy rows}`` for the items whose run lies on another machine's disk (its file
@@ -273,6 +345,7 @@ class RunStore:
         back only when one of them ends."""
         import dask
 
+        items = _flat(items)[0]  # the keys of the result: the items of a chain's pieces, as read_many numbers them
         everywhere = dask.config.get("dsort.read-runs-where-they-are", False)  # also where the files are visible
         mine = self.address
         remote = {i: it for i, it in enumerate(items) if it[0].worker and it[0].worker != mine and (everywhere or not _visible(it[0]))}
@@ -326,6 +399,20 @@ class RunStore:
         return got
 
     # -- the end ---------------------------------------------------------------------------------
+
+    def free(self, indices) -> None:
+        """Free the runs ``indices`` that this store holds (in its memory, or files in its
+        directory): their readers are done."""
+        for i in indices:
+            with self._lock:
+                rows = self._data.pop(i, None)
+                if rows is not None:
+                    key = ("device", rows.device.id) if dev.is_device_array(rows) else "host"
+                    self._used[key] = self._used.get(key, 0) - int(rows.nbytes)
+            path = self._file(i)
+            self._files.forget(str(path))
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
     def close(self) -> None:
         """Free every run in memory and remove the run files."""

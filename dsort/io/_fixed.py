@@ -5,23 +5,38 @@ tasks of :mod:`dsort.core.filesort` over the input's blocks, built the one way d
 from __future__ import annotations
 
 from ..core import plan
-from ..core.filesort import Job, cuts_task, merge_task, run_task
-from ..collections.tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
+from ..core.filesort import Job, chain_task, cuts_task, group_cuts_task, group_merge_task, merge_task, run_task
+from ..collections.tasks import CHAIN, CUTS, GROUP_CUTS, GROUP_MERGE, MERGE, RUN, beside, name, ref, task, task_beside
 
 
-def graph(job: Job) -> tuple[dict, list, list]:
-    """``(dask graph, run keys, merge keys)``: computing the run keys gives ``(Run, input summary,
-    times)`` per block, the merge keys ``(output summary, times)`` per output range."""
+def graph(job: Job) -> tuple[dict, list, list, list]:
+    """``(dask graph, run keys, chain keys, merge keys)``: computing the run keys gives ``(Run,
+    input summary, times)`` per block, the chain keys ``(Chain, times)`` per group of a first
+    merge pass (none where one pass merges every run: ``job.groups`` empty), the merge keys
+    ``(output summary, times)`` per output range."""
     dsk = {}
     run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
     for i, k in enumerate(run_keys):
         dsk[k] = task(k, run_task, job, i)
+    chain_keys, all_pieces = [], []
+    for g, (a, b) in enumerate(job.groups):
+        gcut, n = (name(GROUP_CUTS, job.id), g), len(job.group_ranges[g])
+        dsk[gcut] = task(gcut, group_cuts_task, job, g, [ref(k) for k in run_keys[a:b]])
+        pieces = [(name(GROUP_MERGE, job.id), g, t) for t in range(n)]
+        for t, k in enumerate(pieces):
+            dsk[k] = task_beside(k, beside(run_keys[a:b], t, n), group_merge_task, job, ref(gcut), g, t)
+        chain = (name(CHAIN, job.id), g)
+        dsk[chain] = task(chain, chain_task, job, g, [ref(k) for k in pieces])
+        chain_keys.append(chain)
+        all_pieces += pieces
+    # the final pass: over the runs, or over the chains; each merge beside a run or piece it reads
+    inputs, near = (chain_keys, all_pieces) if chain_keys else (run_keys, run_keys)
     cut = name(CUTS, job.id)
-    dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in run_keys])
+    dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in inputs])
     merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
     for t, k in enumerate(merge_keys):
-        dsk[k] = task_beside(k, beside(run_keys, t, len(merge_keys)), merge_task, job, ref(cut), t)
-    return dsk, run_keys, merge_keys
+        dsk[k] = task_beside(k, beside(near, t, len(merge_keys)), merge_task, job, ref(cut), t)
+    return dsk, run_keys, chain_keys, merge_keys
 
 
 # -- sizes ----------------------------------------------------------------------------------------

@@ -1,0 +1,133 @@
+"""The file sort's first merge pass: more runs than one merge takes (``dsort.file-sort.max-runs``)
+are merged in groups into chained runs, which the final pass merges: the same stable sort, on
+every tier, and with a worker lost on a cluster."""
+
+import os
+
+import dask
+import numpy as np
+import pandas as pd
+import pytest
+
+from dsort import limits
+from dsort.io import gen
+from dsort.service import LimitError, Resources, bounded_fan_in, merge_groups
+
+from .test_filesort import ENGINES, TIERS, _on_cluster, _sort, records_reference
+
+MIB = 1 << 20
+
+
+def test_runs_past_one_pass_are_grouped_evenly_and_past_two_refused():
+    with dask.config.set({"dsort.file-sort.max-runs": 10}):
+        assert merge_groups(10) == ()
+        assert merge_groups(11) == ((0, 6), (6, 11))
+        groups = merge_groups(95)
+        assert len(groups) == 10 and groups[0][0] == 0 and groups[-1][1] == 95
+        assert all(b == c for (_, b), (c, _) in zip(groups, groups[1:]))
+        assert {b - a for a, b in groups} == {9, 10}
+        res = Resources(threads=2, host_budget=64 * MIB)
+        # an explicit --chunk-size of 100 rows: 10,000 rows make 100 runs, two passes
+        assert bounded_fan_in(10_000, 100, 100, res, 10_000, 0)[0] == 100
+        with pytest.raises(
+            LimitError, match=r"makes 101 runs; dsort merges at most 10 in one pass and 100 in two: .*--chunk-size here is 9.86 kiB"
+        ):
+            bounded_fan_in(10_001, 100, 100, res, 10_000, 0)
+        # the memory allows blocks of ~10 MiB: the blocks grow to that, no further, and merge in two passes
+        rows, range_rows = bounded_fan_in(2_000_000, 100, 1000, res, None, 0)
+        room = (res.host_budget - limits.host_run_bytes(res, 2_000_000 * 100)) // 2 // 3 // 100
+        assert rows == room and range_rows <= room and len(merge_groups(-(-2_000_000 // rows))) == 3
+        with pytest.raises(LimitError, match=r"raise --memory-limit so that each of 2 tasks holds three blocks of"):
+            bounded_fan_in(10**8, 100, 1000, res, None, 0)
+
+
+def _two_passes(report):
+    assert any(s.startswith("first pass: merge") for s in report.stages), report.stages  # the first pass ran
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("tier", list(TIERS))
+@pytest.mark.parametrize("n,descending", [(30_011, False), (9_999, True)])
+def test_records_merged_in_two_passes_every_tier(tmp_path, engine, tier, n, descending, rng):
+    """Skewed keys (many ties) in blocks of 512 records: 59 or 20 runs, merged in groups of at
+    most 8 then together; ties keep their input order; nothing of the runs is left."""
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    gen.records(n, src, seed=int(rng.integers(1 << 30)), skew=True)
+    with dask.config.set({"dsort.file-sort.max-runs": 8}):
+        r = _sort(src, out, engine, tier, 51_200, descending=descending)
+    _two_passes(r)
+    data = np.fromfile(src, np.uint8).reshape(-1, 100)
+    np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data, descending=descending))
+    assert r.input_summary.checksum == r.output_summary.checksum
+    assert sorted(os.listdir(tmp_path)) == ["in.bin", "out.bin"]
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("dtype,descending", [("float64", False), ("float32", True), ("int16", False)])
+def test_npy_merged_in_two_passes(tmp_path, engine, dtype, descending, rng):
+    """NaN last, infinities, signed zeros and ties through two passes, against pandas' stable sort."""
+    n = 20_000
+    if dtype.startswith("float"):
+        x = rng.choice([-np.inf, -1.5, -0.0, 0.0, 2.5, np.inf, np.nan], n).astype(dtype)
+        x[::7] = rng.standard_normal(len(x[::7]))
+    else:
+        x = rng.integers(-50, 50, n).astype(dtype)
+    src, out = tmp_path / "x.npy", tmp_path / "y.npy"
+    np.save(src, x)
+    with dask.config.set({"dsort.file-sort.max-runs": 5}):
+        r = _sort(src, out, engine, "disk", 1000 * x.itemsize, descending=descending)  # 20 runs: groups of 4 or 5
+    _two_passes(r)
+    want = pd.Series(x).sort_values(ascending=not descending, kind="stable", na_position="last").to_numpy()
+    u = f"u{x.itemsize}"
+    np.testing.assert_array_equal(np.load(out).view(u), want.astype(x.dtype).view(u))
+
+
+@pytest.mark.parametrize("moment", ["first pass", "final merges"])
+def test_two_passes_on_a_cluster_with_a_worker_lost(tmp_path, moment):
+    """Two worker processes, each reading the other's runs and pieces through it (two machines);
+    one killed during the first pass (the group merges make its runs again from their blocks) or
+    during the final merges (its pieces made again from their group's blocks): the same stable
+    sort, no runs left."""
+    phase = "dsort-group-merge" if moment == "first pass" else "dsort-merge"
+
+    def now(client):
+        return any(str(k).startswith(f"('{phase}") for keys in client.processing().values() for k in keys)
+
+    with dask.config.set({"dsort.file-sort.max-runs": 32}):
+        report, keys = _on_cluster(tmp_path, now, everywhere=True)
+    assert any("dsort-group-merge" in k for k in keys) and any("dsort-chain" in k for k in keys)
+
+
+def test_a_lost_piece_is_made_again_the_same_from_its_groups_blocks(tmp_path, rng):
+    """What a merge does for a piece whose worker is gone: its group's blocks sorted and cut again
+    and its range merged give the same rows and sample as the first pass did."""
+    import uuid
+
+    from dsort.collections.tasks import CHAIN
+    from dsort.compute import compute_threads
+    from dsort.core import filesort as F, plan, runs as R
+    from dsort.io import _fixed
+
+    src = tmp_path / "in.bin"
+    gen.records(5_000, src, seed=int(rng.integers(1 << 30)), skew=True)
+    blocks = _fixed.plan_blocks([src], [0], [5_000], 100, 300)  # 17 runs
+    with dask.config.set({"dsort.file-sort.max-runs": 5}):
+        groups = merge_groups(len(blocks))
+    group_ranges = tuple(plan.ranges(sum(b[2] for b in blocks[a:z]), 700) for a, z in groups)
+    store = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 100)
+    job = F.Job(store.job, blocks, R.Layout(100, 10), str(tmp_path / "out"), 0, plan.ranges(5_000, 700), 7, store,
+                groups=groups, group_ranges=group_ranges)  # fmt: skip
+    dsk, _, chain_keys, _ = _fixed.graph(job)
+    assert len(chain_keys) == 4 and all(k[0].startswith(CHAIN) for k in chain_keys)
+    try:
+        (chains,) = compute_threads(dsk, [chain_keys], 2, None)
+        s = R.store(store)
+        for g, t in [(0, 0), (2, 1), (3, len(group_ranges[3]) - 1)]:
+            piece = chains[g][0].pieces[t]
+            before = s.read(piece, 0, piece.rows).copy()
+            again = F._remake_run(job, job.piece_index(g, t), None)
+            assert again.index == piece.index and again.rows == piece.rows
+            np.testing.assert_array_equal(s.read(again, 0, again.rows), before)
+            np.testing.assert_array_equal(again.sample, piece.sample)
+    finally:
+        R.drop(store.job, store.directory)
