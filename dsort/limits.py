@@ -166,13 +166,7 @@ def bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size
 
 
 def merge_groups(runs: int) -> tuple:
-    """``((first run, end run), ...)``: ``runs`` runs in consecutive groups of at most
-    ``dsort.file-sort.max-runs``, equal to within one run, each merged by a first pass into one
-    chained run that the final pass merges with the others; ``()`` where one pass merges them all."""
-    max_runs = config.get("file-sort.max-runs")
-    if runs <= max_runs:
-        return ()
-    from .core.plan import balanced, offsets
+    """:func:`dsort.core.plan.pass_groups` of ``runs`` at ``dsort.file-sort.max-runs``."""
+    from .core.plan import pass_groups
 
-    sizes = balanced(runs, -(-runs // max_runs))
-    return tuple((int(a), int(a + b)) for a, b in zip(offsets(sizes), sizes))
+    return pass_groups(runs, config.get("file-sort.max-runs"))

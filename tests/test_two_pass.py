@@ -131,3 +131,59 @@ def test_a_lost_piece_is_made_again_the_same_from_its_groups_blocks(tmp_path, rn
             np.testing.assert_array_equal(again.sample, piece.sample)
     finally:
         R.drop(store.job, store.directory)
+
+
+def _group_merges(result) -> int:
+    return sum(1 for k in dict(result.__dask_graph__()) if isinstance(k, tuple) and str(k[0]).startswith("dsort-group-merge"))
+
+
+@pytest.mark.parametrize("kind", ["sort", "argsort", "sort_by_key"])
+@pytest.mark.parametrize("memory_limit", [0, "1GB"])
+@pytest.mark.parametrize("descending", [False, True])
+def test_external_arrays_merged_in_two_passes(tmp_path, rng, kind, memory_limit, descending):
+    """An external array sort of more runs than one pass takes (30 runs, at most 4 a pass): groups
+    of runs merged into chains first; NumPy's stable order (NaN last), runs on disk or in memory,
+    nothing left."""
+    import dask.array as da
+
+    import dsort
+
+    a = rng.choice([np.nan, -np.inf, 1.5, 2.5, np.inf, -0.0], 30_000)
+    a[::5] = rng.integers(0, 50, len(a[::5]))  # many ties
+    v = np.arange(len(a), dtype=np.int32)
+    x, y = da.from_array(a, chunks=1_000), da.from_array(v, chunks=1_000)
+    run = {"sort": 8_000, "argsort": 16_000, "sort_by_key": 12_000}[kind]  # one chunk's rows a run
+    with dask.config.set({"dsort.file-sort.max-runs": 4, "dsort.scale.external-run": run, "scheduler": "threads"}):
+        kw = dict(strategy="external", memory_limit=memory_limit, local_directory=tmp_path, descending=descending)
+        if kind == "sort":
+            got = dsort.sort(x, **kw)
+        elif kind == "argsort":
+            got = dsort.argsort(x, **kw)
+        else:
+            got = dsort.sort_by_key(x, y, **kw)[1]
+        assert _group_merges(got) >= 8
+        got = got.compute()
+    order = pd.Series(a).sort_values(ascending=not descending, kind="stable", na_position="last").index.to_numpy()
+    want = {"sort": a[order], "argsort": order, "sort_by_key": v[order]}[kind]
+    np.testing.assert_array_equal(got, want)
+    assert os.listdir(tmp_path) == []
+
+
+def test_external_arrays_in_two_passes_on_worker_processes(tmp_path, rng):
+    """The same on two worker processes (runs and pieces are files every worker reads)."""
+    import dask.array as da
+    import distributed
+
+    import dsort
+
+    a = rng.integers(0, 50, 30_000)
+    with (
+        dask.config.set({"dsort.file-sort.max-runs": 4, "dsort.scale.external-run": 16_000}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        order = dsort.argsort(da.from_array(a, chunks=1_000), strategy="external", memory_limit="1GB", local_directory=tmp_path)
+        assert _group_merges(order) >= 8
+        got = order.compute()
+    np.testing.assert_array_equal(got, np.argsort(a, kind="stable"))
+    assert os.listdir(tmp_path) == []

@@ -14,6 +14,11 @@ instead of :mod:`dsort.collections.graph`'s. The bulk data never stays in dask's
 ``dsort-merge``  one task per group of output chunks: its slices of every run, read and merged;
                  the output chunks are pieces of it. The last merge to finish removes the runs.
 
+More runs than one merge pass takes (``dsort.file-sort.max-runs``) are first merged in groups into
+chained runs (:mod:`dsort.collections.passes`), in ranges of a run's rows; the cuts and merges
+then take the chains for runs (arrays only; an external frame sort makes a run of every
+``dsort.scale.frame-partitions-per-run`` partitions and merges them in one pass).
+
 Each task holds about three runs' worth of rows (``dsort.scale.external-run`` each, or a chunk), so ``da.store`` / ``to_npy_stack`` of the
 result runs in memory bounded by the chunk size and the run store's budget, whatever the array's
 size. On a multi-process cluster the runs are files only (every worker reads any slice), in a
@@ -33,6 +38,7 @@ import numpy as np
 
 from ..core import chunk, plan
 from . import tasks as T
+from .passes import first_pass
 from ..core import filesort as F
 from ..core import runs as R
 from ..engine import device as dev
@@ -41,7 +47,7 @@ PREFIX = "dsort-runs"  # the run directories: PREFIX-PID-TOKEN, PID the process 
 
 
 @dataclass(frozen=True)
-class ArrayJob:
+class ArrayJob(F.FirstPass):
     """What the tasks of one external array sort need (the attributes of :class:`dsort.core.filesort.Job`
     that :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
     :func:`~dsort.core.filesort.merge_rows` read)."""
@@ -57,6 +63,12 @@ class ArrayJob:
     gpu: bool = False  # sort and merge on the worker's current GPU
     descending: bool = False
     na_position: str = "last"
+    groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass)
+    group_ranges: tuple = ()
+    first_piece: int = 0  # the runs' count: pieces of the first pass are kept after them
+
+    def gpu_for(self, t: int):
+        return _device() if self.gpu else None
 
 
 def _device():
@@ -87,7 +99,8 @@ def run_chunk(job: ArrayJob, i: int, keys, values, offset: int) -> R.Run:
 
 
 def cuts(job: ArrayJob, *runs):
-    return F.cut_runs(job, list(runs))
+    """The exact cuts of the runs (or a first pass's chains: their tasks' results)."""
+    return F.cut_runs(job, [F.handle(r) for r in runs])
 
 
 def merge_chunk(job: ArrayJob, cut, t: int):
@@ -132,12 +145,14 @@ def graph(token: str, key_chunks, value_chunks, sizes, groups, job: ArrayJob) ->
         values = None if value_chunks[a] is None else [T.ref(v) for v in value_chunks[a:b]]
         dsk[key] = T.task(key, run_chunk, job, g, [T.ref(k) for k in key_chunks[a:b]], values, starts[a])
         run_keys.append(key)
+    chains, pieces = first_pass(dsk, job, token, run_keys)
+    inputs, near = (chains, pieces) if chains else (run_keys, run_keys)
     cut = T.name(T.CUTS, token)
-    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, run_keys))
+    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, inputs))
     merges = []
     for g in range(len(job.range_rows)):
         key = (T.name(T.MERGE, token), g)
-        dsk[key] = T.task_beside(key, T.beside(run_keys, g, len(job.range_rows)), merge_chunk, job, T.ref(cut), g)
+        dsk[key] = T.task_beside(key, T.beside(near, g, len(job.range_rows)), merge_chunk, job, T.ref(cut), g)
         merges.append(key)
     return dsk, merges
 

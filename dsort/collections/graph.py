@@ -30,7 +30,7 @@ from dask.highlevelgraph import HighLevelGraph
 
 from ..core import chunk, plan
 from . import external, scale
-from . import config  # noqa: F401 (the dask front end registers the dsort.* settings with dask.config)
+from . import config  # (also: the dask front end registers the dsort.* settings with dask.config)
 from ..core import runs as R
 from . import tasks as T
 from ..engine import keys as K
@@ -235,10 +235,14 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
     layout = R.Layout(_row_bytes(keys, values, positions), key_bytes, None if byte_rows else keys.dtype.str)
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     run_rows = [int(sum(sizes[a:b])) for a, b in groups]
+    range_rows = plan.group_sums(sizes, [a for a, _ in out_groups])
+    # more runs than one merge pass takes: a first pass merges groups of them, in ranges of a run's rows
+    passes = plan.pass_groups(len(run_rows), int(config.get("file-sort.max-runs")))
+    group_ranges = tuple(plan.ranges(sum(run_rows[a:b]), max(run_rows)) for a, b in passes)
     return external.ArrayJob(
         layout=layout,
-        range_rows=plan.group_sums(sizes, [a for a, _ in out_groups]),
-        spacing=plan.sample_spacing(run_rows, max(len(run_rows) - 1, 1)),
+        range_rows=range_rows,
+        spacing=plan.sample_spacing(run_rows, max(len(range_rows) - 1, 1, *(len(r) - 1 for r in group_ranges))),
         store=external.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
         key_shape=tuple(keys.shape[1:]),
         value_dtype=value_dtype,
@@ -247,4 +251,7 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         gpu=gpu,
         descending=descending,
         na_position=na_position,
+        groups=passes,
+        group_ranges=group_ranges,
+        first_piece=len(run_rows),
     )

@@ -51,8 +51,41 @@ from ..engine import crc
 from ..engine import device as dev
 
 
+class FirstPass:
+    """A job's first merge pass, where its runs are more than one pass merges: its ``groups`` of
+    consecutive runs (``((first run, end run), ...)``, () for one pass), each cut into its own
+    ``group_ranges`` and merged into the pieces of one chained run; pieces are kept in the run
+    store after the runs (from index ``first_piece`` on). For the jobs' dataclasses, which hold
+    those attributes."""
+
+    def group(self, g: int):
+        """This job as group ``g``'s first pass sees it: its ranges are the group's."""
+        return replace(self, range_rows=self.group_ranges[g], groups=(), group_ranges=())
+
+    def piece_index(self, g: int, t: int) -> int:
+        """The run-store index of group ``g``'s piece ``t``."""
+        return self.first_piece + sum(len(r) for r in self.group_ranges[:g]) + t
+
+    def piece_of(self, index: int) -> tuple[int, int]:
+        """``(group, range)`` of the piece kept as run-store ``index`` (:meth:`piece_index`)."""
+        t = index - self.first_piece
+        for g, r in enumerate(self.group_ranges):
+            if 0 <= t < len(r):
+                return g, t
+            t -= len(r)
+        raise IndexError(f"no piece {index} in this job")
+
+    def slot(self, gpu):
+        """The context a merge runs in on ``gpu`` (None: the CPU)."""
+        return contextlib.nullcontext()
+
+    def remake(self, q: int, gpu):
+        """Run or piece ``q`` made again here, its worker gone."""
+        raise OSError(f"run {q} is lost with its worker and cannot be made again here")
+
+
 @dataclass(frozen=True)
-class Job:
+class Job(FirstPass):
     """What every task of one file sort needs to know; small, so it travels with each task."""
 
     id: str
@@ -77,22 +110,15 @@ class Job:
     def gpu_for(self, i: int):
         return self.gpus[i % len(self.gpus)] if self.gpus else None
 
-    def group(self, g: int) -> "Job":
-        """This job as group ``g``'s first pass sees it: its ranges are the group's."""
-        return replace(self, range_rows=self.group_ranges[g], groups=(), group_ranges=())
+    @property
+    def first_piece(self) -> int:
+        return len(self.blocks)
 
-    def piece_index(self, g: int, t: int) -> int:
-        """The run-store index of group ``g``'s piece ``t`` (after every input block's run)."""
-        return len(self.blocks) + sum(len(r) for r in self.group_ranges[:g]) + t
+    def slot(self, gpu):
+        return _on(gpu, self)
 
-    def piece_of(self, index: int) -> tuple[int, int]:
-        """``(group, range)`` of the piece kept as run-store ``index`` (:meth:`piece_index`)."""
-        t = index - len(self.blocks)
-        for g, r in enumerate(self.group_ranges):
-            if t < len(r):
-                return g, t
-            t -= len(r)
-        raise IndexError(f"no piece {index} in job {self.id}")
+    def remake(self, q: int, gpu):
+        return _remake_run(self, q, gpu)
 
 
 class Stopwatch:
@@ -214,8 +240,8 @@ def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
 
 
 def cuts_task(job: Job, results):
-    """:func:`cut_runs` of the runs of the run tasks' ``results``."""
-    return cut_runs(job, [r[0] for r in results])
+    """:func:`cut_runs` of the runs (or chains) of the run (or chain) tasks' ``results``."""
+    return cut_runs(job, [handle(r) for r in results])
 
 
 def cut_runs(job, runs, watch: Stopwatch | None = None):
@@ -318,24 +344,29 @@ def _remake_run(job: Job, q: int, gpu):
 # -- a first merge pass, where the runs are more than one pass merges --------------------------
 
 
-def group_cuts_task(job: Job, g: int, results):
+def handle(result):
+    """The run (or chain) handle in a run task's result (a file sort's ``(Run, summary, times)``,
+    a chain task's ``(Chain, times)``) or the handle itself (an array's run task)."""
+    return result[0] if isinstance(result, tuple) else result
+
+
+def group_cuts_task(job: FirstPass, g: int, results):
     """The exact cuts of group ``g``'s first-pass ranges in its runs (the run tasks' ``results``)."""
-    return cut_runs(job.group(g), [r[0] for r in results])
+    return cut_runs(job.group(g), [handle(r) for r in results])
 
 
-def group_merge_task(job: Job, cut, g: int, t: int):
+def group_merge_task(job: FirstPass, cut, g: int, t: int):
     """Range ``t`` of group ``g``'s first pass, merged from its slices of the group's runs and kept
     as a piece of the group's chain: ``(piece Run, stage times)``."""
     gpu = job.gpu_for(t)
     watch = Stopwatch()
-    jg = job.group(g)
-    fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: _remake_run(job, q, gpu))
-    with _on(gpu, job):
-        merged = merge_rows(jg, cut, t, watch, gpu, fetched)
+    fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: job.remake(q, gpu))
+    with job.slot(gpu):
+        merged = merge_rows(job.group(g), cut, t, watch, gpu, fetched)
         return _keep_piece(job, g, t, merged, watch, gpu), watch.times
 
 
-def _keep_piece(job: Job, g: int, t: int, merged, watch: Stopwatch, gpu):
+def _keep_piece(job: FirstPass, g: int, t: int, merged, watch: Stopwatch, gpu):
     """Keep group ``g``'s merged range ``t`` (``(keys, rows)``) in the run store, with the keys at
     the chain's sample positions (multiples of the job's spacing)."""
     keys, rows = merged
@@ -348,7 +379,7 @@ def _keep_piece(job: Job, g: int, t: int, merged, watch: Stopwatch, gpu):
     return piece
 
 
-def chain_task(job: Job, g: int, results):
+def chain_task(job: FirstPass, g: int, results):
     """Group ``g``'s chained run from its pieces (the group merges' ``results``): ``(Chain, stage
     times)``, each stage named for the first pass. In the embedded sort (one process, no worker
     to lose) the group's runs are freed here, every piece being made: the disk holds the input's
@@ -360,10 +391,10 @@ def chain_task(job: Job, g: int, results):
         for k, v in t.items():
             times[f"first pass: {k}"] = times.get(f"first pass: {k}", 0.0) + v
     s = R.store(job.store)
-    if s.worker is None:
+    if s.address is None:  # no dask worker: this process holds every run, and none is computed again
         a, b = job.groups[g]
         s.free(range(a, b))
-    return R.Chain(job.id, g, pieces), times
+    return R.Chain(job.store.job, g, pieces), times
 
 
 def _remake_piece(job: Job, q: int, gpu):
@@ -384,7 +415,7 @@ def _remake_piece(job: Job, q: int, gpu):
     jg = job.group(g)
     cut = cut_runs(jg, runs)
     watch = Stopwatch()
-    with _on(gpu, job):
+    with job.slot(gpu):
         return _keep_piece(job, g, t, merge_rows(jg, cut, t, watch, gpu), watch, gpu)
 
 

@@ -302,6 +302,16 @@ def balanced(total: int, parts: int) -> tuple:
     return tuple(base + (1 if t < extra else 0) for t in range(parts))
 
 
+def pass_groups(runs: int, max_runs: int) -> tuple:
+    """``((first run, end run), ...)``: ``runs`` runs in consecutive groups of at most ``max_runs``,
+    equal to within one run, each merged by a first pass into one chained run that the final pass
+    merges with the others; ``()`` where one pass merges them all."""
+    if runs <= max_runs:
+        return ()
+    sizes = balanced(runs, -(-runs // max(1, max_runs)))
+    return tuple((int(a), int(a + b)) for a, b in zip(offsets(sizes), sizes))
+
+
 def ranges(n: int, rows_per_range: int) -> tuple:
     """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
     return balanced(n, -(-n // max(int(rows_per_range), 1))) if n else ()

@@ -5,8 +5,9 @@ tasks of :mod:`dsort.core.filesort` over the input's blocks, built the one way d
 from __future__ import annotations
 
 from ..core import plan
-from ..core.filesort import Job, chain_task, cuts_task, group_cuts_task, group_merge_task, merge_task, run_task
-from ..collections.tasks import CHAIN, CUTS, GROUP_CUTS, GROUP_MERGE, MERGE, RUN, beside, name, ref, task, task_beside
+from ..core.filesort import Job, cuts_task, merge_task, run_task
+from ..collections.passes import first_pass
+from ..collections.tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
 
 
 def graph(job: Job) -> tuple[dict, list, list, list]:
@@ -18,17 +19,7 @@ def graph(job: Job) -> tuple[dict, list, list, list]:
     run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
     for i, k in enumerate(run_keys):
         dsk[k] = task(k, run_task, job, i)
-    chain_keys, all_pieces = [], []
-    for g, (a, b) in enumerate(job.groups):
-        gcut, n = (name(GROUP_CUTS, job.id), g), len(job.group_ranges[g])
-        dsk[gcut] = task(gcut, group_cuts_task, job, g, [ref(k) for k in run_keys[a:b]])
-        pieces = [(name(GROUP_MERGE, job.id), g, t) for t in range(n)]
-        for t, k in enumerate(pieces):
-            dsk[k] = task_beside(k, beside(run_keys[a:b], t, n), group_merge_task, job, ref(gcut), g, t)
-        chain = (name(CHAIN, job.id), g)
-        dsk[chain] = task(chain, chain_task, job, g, [ref(k) for k in pieces])
-        chain_keys.append(chain)
-        all_pieces += pieces
+    chain_keys, all_pieces = first_pass(dsk, job, job.id, run_keys)
     # the final pass: over the runs, or over the chains; each merge beside a run or piece it reads
     inputs, near = (chain_keys, all_pieces) if chain_keys else (run_keys, run_keys)
     cut = name(CUTS, job.id)
