@@ -158,7 +158,7 @@ def bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size
             f"{fmt_bytes(n * row_bytes)} of input in blocks of {fmt_bytes(rows * row_bytes)} makes {runs:,} runs; dsort merges "
             f"at most {max_runs:,} in one pass and {max_runs * max_runs:,} in two: {fix}"
         )
-    groups = -(-runs // max_runs)  # merges of a first pass, each over a group of runs (one: a single pass)
+    groups = len(merge_groups(runs)) or 1  # merges of a first pass, each over a group of runs (one: a single pass)
     fan_in, group_rows = -(-runs // groups), -(-n // groups)
     # few runs x ranges (slices) per merge pass: the per-slice costs stay small
     range_rows = max(rows, -(-group_rows // max(1, config.get("file-sort.max-slices") // fan_in)))
@@ -166,7 +166,8 @@ def bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size
 
 
 def merge_groups(runs: int) -> tuple:
-    """:func:`dsort.core.plan.pass_groups` of ``runs`` at ``dsort.file-sort.max-runs``."""
+    """:func:`dsort.core.plan.pass_groups` of ``runs`` at ``dsort.file-sort.max-runs``: about
+    sqrt(runs) groups, where one pass does not merge them all."""
     from .core.plan import pass_groups
 
     return pass_groups(runs, config.get("file-sort.max-runs"))

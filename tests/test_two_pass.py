@@ -2,6 +2,7 @@
 are merged in groups into chained runs, which the final pass merges: the same stable sort, on
 every tier, and with a worker lost on a cluster."""
 
+import math
 import os
 
 import dask
@@ -21,11 +22,12 @@ MIB = 1 << 20
 def test_runs_past_one_pass_are_grouped_evenly_and_past_two_refused():
     with dask.config.set({"dsort.file-sort.max-runs": 10}):
         assert merge_groups(10) == ()
-        assert merge_groups(11) == ((0, 6), (6, 11))
-        groups = merge_groups(95)
-        assert len(groups) == 10 and groups[0][0] == 0 and groups[-1][1] == 95
-        assert all(b == c for (_, b), (c, _) in zip(groups, groups[1:]))
-        assert {b - a for a, b in groups} == {9, 10}
+        assert merge_groups(11) == ((0, 3), (3, 6), (6, 9), (9, 11))  # about sqrt(11) groups of sqrt(11)
+        for runs, count, sizes in [(95, 10, {9, 10}), (70, 9, {7, 8}), (100, 10, {10})]:
+            groups = merge_groups(runs)
+            assert len(groups) == count and groups[0][0] == 0 and groups[-1][1] == runs
+            assert all(b == c for (_, b), (c, _) in zip(groups, groups[1:]))
+            assert {b - a for a, b in groups} == sizes
         res = Resources(threads=2, host_budget=64 * MIB)
         # an explicit --chunk-size of 100 rows: 10,000 rows make 100 runs, two passes
         assert bounded_fan_in(10_000, 100, 100, res, 10_000, 0)[0] == 100
@@ -36,7 +38,8 @@ def test_runs_past_one_pass_are_grouped_evenly_and_past_two_refused():
         # the memory allows blocks of ~10 MiB: the blocks grow to that, no further, and merge in two passes
         rows, range_rows = bounded_fan_in(2_000_000, 100, 1000, res, None, 0)
         room = (res.host_budget - limits.host_run_bytes(res, 2_000_000 * 100)) // 2 // 3 // 100
-        assert rows == room and range_rows <= room and len(merge_groups(-(-2_000_000 // rows))) == 3
+        runs = -(-2_000_000 // rows)
+        assert rows == room and range_rows <= room and 10 < runs <= 100 and len(merge_groups(runs)) == math.isqrt(runs - 1) + 1
         with pytest.raises(LimitError, match=r"raise --memory-limit so that each of 2 tasks holds three blocks of"):
             bounded_fan_in(10**8, 100, 1000, res, None, 0)
 
@@ -118,11 +121,11 @@ def test_a_lost_piece_is_made_again_the_same_from_its_groups_blocks(tmp_path, rn
     job = F.Job(store.job, blocks, R.Layout(100, 10), str(tmp_path / "out"), 0, plan.ranges(5_000, 700), 7, store,
                 groups=groups, group_ranges=group_ranges)  # fmt: skip
     dsk, _, chain_keys, _ = _fixed.graph(job)
-    assert len(chain_keys) == 4 and all(k[0].startswith(CHAIN) for k in chain_keys)
+    assert len(chain_keys) == len(groups) == 5 and all(k[0].startswith(CHAIN) for k in chain_keys)  # 17 runs
     try:
         (chains,) = compute_threads(dsk, [chain_keys], 2, None)
         s = R.store(store)
-        for g, t in [(0, 0), (2, 1), (3, len(group_ranges[3]) - 1)]:
+        for g, t in [(0, 0), (2, 1), (4, len(group_ranges[4]) - 1)]:
             piece = chains[g][0].pieces[t]
             before = s.read(piece, 0, piece.rows).copy()
             again = F._remake_run(job, job.piece_index(g, t), None)

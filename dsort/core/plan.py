@@ -303,12 +303,17 @@ def balanced(total: int, parts: int) -> tuple:
 
 
 def pass_groups(runs: int, max_runs: int) -> tuple:
-    """``((first run, end run), ...)``: ``runs`` runs in consecutive groups of at most ``max_runs``,
-    equal to within one run, each merged by a first pass into one chained run that the final pass
-    merges with the others; ``()`` where one pass merges them all."""
+    """``((first run, end run), ...)``: ``runs`` runs in consecutive groups, equal to within one
+    run, each merged by a first pass into one chained run that the final pass merges with the
+    others; ``()`` where one pass (at most ``max_runs``) merges them all. About sqrt(runs) groups of
+    sqrt(runs) runs: with ranges of about a run's rows (the memory bounds both), a group of F runs
+    is cut into F slices a run and the final pass into runs / F slices a chain, R x F + R x R / F
+    slices in all, least at F = sqrt(R) (each slice costs a read and its bookkeeping: 1,756 runs in
+    2 groups made 1.5 million slices, 108 s of a 126 s sort on 16 threads)."""
     if runs <= max_runs:
         return ()
-    sizes = balanced(runs, -(-runs // max(1, max_runs)))
+    count = max(-(-runs // max(1, max_runs)), math.isqrt(runs - 1) + 1)
+    sizes = balanced(runs, count)
     return tuple((int(a), int(a + b)) for a, b in zip(offsets(sizes), sizes))
 
 
