@@ -175,23 +175,33 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     assert config.job not in R._watched
 
 
-def test_read_handles_are_kept_and_forgotten_when_a_run_is_written_again(tmp_path):
-    """A run file read through the store's kept handle, then written again as a new file at the same
-    path (a run made again): the next read sees the new rows, never the old file's."""
+def test_run_files_are_mapped_once_and_forgotten_when_a_run_is_written_again(tmp_path):
+    """A run file read through the store's mapping (read-only views), then written again as a new
+    file at the same path (a run made again): the next read sees the new rows, never the old
+    file's, and a view taken before keeps the old ones. Reads past the end fail with the path."""
     from dsort.core.diskio import Handles
 
     h = Handles()
     path = str(tmp_path / "run")
     old = np.arange(40, dtype=np.uint8).reshape(10, 4)
     old.tofile(path)
-    np.testing.assert_array_equal(h.read(path, 8, 3, 4), old[2:5])
+    before = h.read(path, 8, 3, 4)
+    np.testing.assert_array_equal(before, old[2:5])
+    assert not before.flags.writeable
     os.unlink(path)  # the file replaced by a new one at the same path
     new = old[::-1].copy()
     h.forget(path)
     new.tofile(path)
     np.testing.assert_array_equal(h.read(path, 8, 3, 4), new[2:5])
+    np.testing.assert_array_equal(before, old[2:5])
+    buf = np.zeros(6, np.uint8)
+    h.pread_into(path, buf, 34)
+    np.testing.assert_array_equal(buf, new.reshape(-1)[34:])
+    assert h.read(path, 40, 0, 4).shape == (0, 4)
+    with pytest.raises(OSError, match="run: unexpected end of file"):
+        h.read(path, 32, 3, 4)
     h.close()
-    assert not h._fds
+    assert not h._maps
 
 
 @pytest.mark.parametrize("host_budget", [0, 1 << 20])
