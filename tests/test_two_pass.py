@@ -190,3 +190,41 @@ def test_external_arrays_in_two_passes_on_worker_processes(tmp_path, rng):
         got = order.compute()
     np.testing.assert_array_equal(got, np.argsort(a, kind="stable"))
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("by,ascending,na_position", [("k", True, "last"), (["f", "k"], [False, True], "first"), ("t", False, "last")])
+@pytest.mark.parametrize("rows,keep", [(0, None), (5, None), (3_000, None), (3_000, 4)])
+def test_fixed_width_frames_merged_in_two_passes(tmp_path, rng, by, ascending, na_position, rows, keep):
+    """An external sort of a frame of fixed-width columns in 40 partitions, a run each, at most 6
+    runs a pass: 7 groups merged first (ranges sized from the runs' rows when they are known: some
+    empty where a group has fewer rows than ranges), then their chains; pandas' stable sort,
+    balanced partitions, nothing left."""
+    import dask.dataframe as dd
+
+    from dsort.dataframe import sort_values
+
+    df = pd.DataFrame(
+        {
+            "k": rng.integers(0, 30, rows),
+            "f": rng.choice([np.nan, -0.0, 0.0, 1.5, -np.inf, np.inf], rows),
+            "t": pd.to_datetime(rng.integers(0, 50, rows), unit="D"),
+            "x": np.arange(rows),
+        },
+        index=rng.permutation(rows) + 7,
+    )
+    ddf = dd.from_pandas(df, npartitions=40, sort=False) if rows >= 40 else dd.from_pandas(df, chunksize=1, sort=False)
+    if keep is not None:  # 4 rows left in 40 partitions: groups with fewer rows than ranges, empty pieces
+        ddf, df = ddf[ddf.x < keep], df[df.x < keep]
+    with dask.config.set({"dsort.file-sort.max-runs": 6, "dsort.scale.frame-partitions-per-run": 1}):
+        got = sort_values(ddf, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=tmp_path)
+        names = [str(k[0]) for k in dict(got.__dask_graph__()) if isinstance(k, tuple)]
+        frames = dask.compute(*got.to_delayed(), scheduler="threads")
+    if ddf.npartitions > 6:
+        assert any(n.startswith("dsort-group-merge") for n in names)
+    want = df
+    for c, a in reversed(list(zip([by] if isinstance(by, str) else by, [ascending] if isinstance(ascending, bool) else ascending))):
+        want = want.sort_values(c, ascending=a, na_position=na_position, kind="stable")
+    pd.testing.assert_frame_equal(pd.concat(frames) if frames else df.iloc[:0], want)
+    sizes = [len(f) for f in frames]
+    assert not sizes or max(sizes) - min(sizes) <= 1
+    assert os.listdir(tmp_path) == []

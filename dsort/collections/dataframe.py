@@ -211,11 +211,10 @@ def sort_values_external(
     every output partition is made. Lazy, as the in-memory sort."""
     from dask.base import tokenize
 
-    from . import external
-    from ..core import runs as R
+    from . import config, external, scale
+    from ..core import plan, runs as R
     from .array import run_memory
-
-    from . import scale
+    from .passes import first_pass
 
     spec = key_spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(memory_limit)
@@ -230,9 +229,12 @@ def sort_values_external(
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
+        # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
+        passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
         job = external.FixedFrameJob(
-            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts
-        )
+            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts,
+            groups=passes, group_ranges=tuple((0,) * (b - a) for a, b in passes), first_piece=len(runs_at),
+        )  # fmt: skip
         run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
     else:
         store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
@@ -243,13 +245,15 @@ def sort_values_external(
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
+    chains, pieces = first_pass(dsk, job, tok, runs) if codec is not None else ([], [])
+    near = pieces or runs
     cut = T.name(T.CUTS, tok)
-    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, runs))
+    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, chains or runs))
     sizes = T.name(T.SIZES, tok)
     dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
     merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
     for g, key in enumerate(merges):
-        dsk[key] = T.task_beside(key, T.beside(runs, g, len(groups)), merge, job, T.ref(cut), g, *extra)
+        dsk[key] = T.task_beside(key, T.beside(near, g, len(groups)), merge, job, T.ref(cut), g, *extra)
     return as_collection(df, dsk, df._meta, None, output_pieces(dsk, tok, merges, groups, T.ref(sizes)), tok)
 
 

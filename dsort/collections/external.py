@@ -16,8 +16,8 @@ instead of :mod:`dsort.collections.graph`'s. The bulk data never stays in dask's
 
 More runs than one merge pass takes (``dsort.file-sort.max-runs``) are first merged in groups into
 chained runs (:mod:`dsort.collections.passes`), in ranges of a run's rows; the cuts and merges
-then take the chains for runs (arrays only; an external frame sort makes a run of every
-``dsort.scale.frame-partitions-per-run`` partitions and merges them in one pass).
+then take the chains for runs (arrays and frames of fixed-width columns; a frame with strings or
+objects merges its runs, one every ``dsort.scale.frame-partitions-per-run`` partitions, in one pass).
 
 Each task holds about three runs' worth of rows (``dsort.scale.external-run`` each, or a chunk), so ``da.store`` / ``to_npy_stack`` of the
 result runs in memory bounded by the chunk size and the run store's budget, whatever the array's
@@ -355,7 +355,7 @@ def output_sizes(job, cut) -> tuple:
 
 
 @dataclass(frozen=True)
-class FixedFrameJob:
+class FixedFrameJob(F.FirstPass):
     """What the tasks of one external sort of a fixed-width frame need (the attributes
     :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
     :func:`~dsort.core.filesort.merge_rows` read, and the frame's)."""
@@ -372,6 +372,15 @@ class FixedFrameJob:
     starts: tuple = (0,)  # the first output of every merge group
     descending: bool = False  # the key bytes carry the order: always ascending here
     na_position: str = "last"
+    groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass),
+    group_ranges: tuple = ()  # of as many ranges as each group's runs, sized by the group cuts (zeros here)
+    first_piece: int = 0
+
+    def gpu_for(self, t: int):
+        return _device() if self.gpu else None
+
+    def slot(self, gpu):
+        return F.on_stream(gpu)  # this thread's own stream, as fixed_merge
 
 
 STAGES = "dsort-stages"  # the topic of the events that say where a frame sort's tasks spent their time
@@ -437,6 +446,7 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
 def fixed_cuts(job: FixedFrameJob, *runs):
     """The cuts of ``job.partitions`` balanced output partitions (:func:`frame_cuts`)."""
     watch = F.Stopwatch()
+    runs = [F.handle(r) for r in runs]  # runs, or a first pass's chains
     out_sizes = plan.balanced(sum(r.rows for r in runs), job.partitions)
     cut = F.cut_runs(replace(job, range_rows=plan.group_sums(out_sizes, job.starts)), list(runs), watch)
     report_stages("cuts", watch)

@@ -58,9 +58,14 @@ class FirstPass:
     store after the runs (from index ``first_piece`` on). For the jobs' dataclasses, which hold
     those attributes."""
 
-    def group(self, g: int):
-        """This job as group ``g``'s first pass sees it: its ranges are the group's."""
-        return replace(self, range_rows=self.group_ranges[g], groups=(), group_ranges=())
+    def group(self, g: int, runs=()):
+        """This job as group ``g``'s first pass sees it: its ranges are the group's. Ranges of
+        sizes not known when the graph was built (all 0: a frame's) are its ``runs``' rows in as
+        many balanced ranges."""
+        ranges = self.group_ranges[g]
+        if ranges and not any(ranges) and runs:
+            ranges = plan.balanced(sum(r.rows for r in runs), len(ranges))
+        return replace(self, range_rows=ranges, groups=(), group_ranges=())
 
     def piece_index(self, g: int, t: int) -> int:
         """The run-store index of group ``g``'s piece ``t``."""
@@ -352,7 +357,8 @@ def handle(result):
 
 def group_cuts_task(job: FirstPass, g: int, results):
     """The exact cuts of group ``g``'s first-pass ranges in its runs (the run tasks' ``results``)."""
-    return cut_runs(job.group(g), [handle(r) for r in results])
+    runs = [handle(r) for r in results]
+    return cut_runs(job.group(g, runs), runs)
 
 
 def group_merge_task(job: FirstPass, cut, g: int, t: int):
@@ -363,15 +369,17 @@ def group_merge_task(job: FirstPass, cut, g: int, t: int):
     fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: job.remake(q, gpu))
     with job.slot(gpu):
         merged = merge_rows(job.group(g), cut, t, watch, gpu, fetched)
-        return _keep_piece(job, g, t, merged, watch, gpu), watch.times
+        return _keep_piece(job, g, t, int(cut[0][t].sum()), merged, watch, gpu), watch.times
 
 
-def _keep_piece(job: FirstPass, g: int, t: int, merged, watch: Stopwatch, gpu):
+def _keep_piece(job: FirstPass, g: int, t: int, first: int, merged, watch: Stopwatch, gpu):
     """Keep group ``g``'s merged range ``t`` (``(keys, rows)``) in the run store, with the keys at
     the chain's sample positions (multiples of the job's spacing)."""
+    if merged is None:  # an empty range (a frame's group of fewer rows than ranges)
+        rows = np.empty((0, job.layout.row_bytes), np.uint8)
+        merged = job.layout.keys(rows), rows
     keys, rows = merged
-    first = sum(job.group_ranges[g][:t])
-    start, step = plan.sample_positions(first, job.spacing)
+    start, step = plan.sample_positions(first, job.spacing)  # the piece starts at chain row ``first``
     sample = dev.to_host(keys[start::step])
     piece = R.store(job.store).put(job.piece_index(g, t), rows, sample=sample)
     sync(gpu)
@@ -412,11 +420,11 @@ def _remake_piece(job: Job, q: int, gpu):
             with s._lock:
                 run = s.recovered.setdefault(i, run)
         runs.append(run)
-    jg = job.group(g)
+    jg = job.group(g, runs)
     cut = cut_runs(jg, runs)
     watch = Stopwatch()
     with job.slot(gpu):
-        return _keep_piece(job, g, t, merge_rows(jg, cut, t, watch, gpu), watch, gpu)
+        return _keep_piece(job, g, t, int(cut[0][t].sum()), merge_rows(jg, cut, t, watch, gpu), watch, gpu)
 
 
 def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
