@@ -170,4 +170,10 @@ def merge_groups(runs: int) -> tuple:
     sqrt(runs) groups, where one pass does not merge them all."""
     from .core.plan import pass_groups
 
-    return pass_groups(runs, config.get("file-sort.max-runs"))
+    max_runs = config.get("file-sort.max-runs")
+    if runs > max_runs * max_runs:  # many small files: a run each at least
+        raise LimitError(
+            f"the input makes {runs:,} runs (no run holds rows of two files); dsort merges at most {max_runs * max_runs:,} "
+            "in two passes: fewer, larger files, or a larger --chunk-size"
+        )
+    return pass_groups(runs, max_runs)

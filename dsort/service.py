@@ -294,7 +294,7 @@ def _sort_fixed(
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
                 job = F.Job(
                     job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending,
-                    groups=groups, group_ranges=group_ranges,
+                    groups=groups, group_ranges=group_ranges, late_checksums=client is None and not res.gpus,
                 )  # fmt: skip
                 dsk, run_keys, chain_keys, merge_keys = fixed.graph(job)
                 phases["allocate"] = time.perf_counter() - t_res
@@ -317,6 +317,7 @@ def _sort_fixed(
                     tier = "workers' disks" if run.worker else run.tier
                     tiers[tier] = tiers.get(tier, 0) + 1
                     _add(stages, times)
+                run_results = _late_checksums(job, run_results, res.threads, phases, stages)
                 for _, times in [*chain_results, *merge_results]:
                     _add(stages, times)
                 ins = valsort.combine([s for _, s, _ in run_results])
@@ -335,6 +336,31 @@ def _sort_fixed(
                     pass
     phases["publish"] = time.perf_counter() - t_pub
     return SortReport(str(input), out, fmt, n, nbytes, time.perf_counter() - t0, ins, outs, res.described, startup, phases, stages, tiers)
+
+
+def _late_checksums(job, run_results, threads: int, phases: dict, stages: dict) -> list:
+    """The run tasks' results with the input summaries their tasks left to later
+    (:func:`dsort.core.filesort.block_summary`: the blocks read while numba was loading the CPU's
+    checksum loop, which no task waited for), computed now on ``threads`` threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from .core import filesort as F
+
+    late = [i for i, r in enumerate(run_results) if r[1] is None]
+    if not late:
+        return run_results
+
+    def one(i):
+        t = time.perf_counter()
+        return F.block_summary(job, i), time.perf_counter() - t
+
+    t = time.perf_counter()
+    crc.wait_loaded()
+    with ThreadPoolExecutor(threads, thread_name_prefix="dsort-checksum") as pool:
+        got = dict(zip(late, pool.map(one, late)))
+    phases["late checksums"] = time.perf_counter() - t
+    _add(stages, {"checksum (late)": sum(dt for _, dt in got.values())})
+    return [(run, got[i][0] if i in got else s, times) for i, (run, s, times) in enumerate(run_results)]
 
 
 def _first_use_notice(stream) -> None:

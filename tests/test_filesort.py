@@ -389,3 +389,29 @@ def test_cpu_and_gpu_are_exclusive_and_gpu_needs_a_device(tmp_path, capsys):
         assert main(["sort", str(src), str(tmp_path / "out.bin"), "--gpu"]) == 2
         assert "--gpu: no CUDA device is visible" in capsys.readouterr().err
     assert os.listdir(tmp_path) == ["in.bin"]
+
+
+@pytest.mark.parametrize("loading", [True, False])
+def test_blocks_read_while_the_checksum_loop_loads_are_checksummed_after_the_merges(tmp_path, monkeypatch, loading, rng):
+    """The embedded CPU sort never waits for numba's checksum loop: blocks read while it loads are
+    checksummed after the merges, from the input; the input's checksum is valsort's either way
+    (the sum of every record's zlib CRC-32), and a record lost on the way is still caught."""
+    import zlib
+
+    from dsort.core import filesort
+    from dsort.engine import crc
+    from dsort.service import CheckFailed
+
+    monkeypatch.setattr(crc, "loading", lambda: loading)  # numba loading its loop in the background, or not
+    src, out = tmp_path / "in.bin", tmp_path / "out.bin"
+    gen.records(3_000, src, seed=int(rng.integers(1 << 30)))
+    r = _sort(src, out, "cpu", "memory", 50_000)  # 6 blocks
+    data = np.fromfile(src, np.uint8).reshape(-1, 100)
+    assert r.input_summary.checksum == sum(zlib.crc32(row.tobytes()) for row in data) == r.output_summary.checksum
+    assert ("late checksums" in r.phases) == loading
+    np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
+    real = filesort.sort_and_keep
+    monkeypatch.setattr(filesort, "sort_and_keep", lambda job, i, rows, *a, **k: real(job, i, rows[1:] if i == 2 else rows, *a, **k))
+    with pytest.raises(CheckFailed):
+        _sort(src, tmp_path / "lost.bin", "cpu", "memory", 50_000)
+    assert not (tmp_path / "lost.bin").exists()

@@ -194,6 +194,13 @@ def test_run_files_are_mapped_once_and_forgotten_when_a_run_is_written_again(tmp
     new.tofile(path)
     np.testing.assert_array_equal(h.read(path, 8, 3, 4), new[2:5])
     np.testing.assert_array_equal(before, old[2:5])
+    diskio.write_file(path, old)  # written again in place (a run made again): a new file, the views keep theirs
+    np.testing.assert_array_equal(before, old[2:5])
+    np.testing.assert_array_equal(h.read(path, 8, 3, 4), new[2:5])  # still mapped: forget() comes first
+    h.forget(path)
+    np.testing.assert_array_equal(h.read(path, 8, 3, 4), old[2:5])
+    diskio.write_file(path, new)
+    h.forget(path)
     buf = np.zeros(6, np.uint8)
     h.pread_into(path, buf, 34)
     np.testing.assert_array_equal(buf, new.reshape(-1)[34:])
@@ -225,3 +232,54 @@ def test_a_chain_reads_as_one_run_across_its_pieces(tmp_path, rng, host_budget):
     store.free([p.index for p in pieces])
     assert store._used["host"] == 0 and not store._data
     assert not list((tmp_path / "runs").glob("run-*")) if (tmp_path / "runs").exists() else True
+
+
+def test_mapped_run_files_are_capped_oldest_dropped_first(tmp_path, monkeypatch):
+    """Each mapping holds a file handle: a store of more run files than the cap keeps at most the
+    cap mapped (the oldest dropped first), and every read stays right."""
+    from dsort.core import diskio
+
+    h = diskio.Handles()
+    h._cap = 5
+    paths = []
+    for i in range(12):
+        paths.append(str(tmp_path / f"run-{i}"))
+        np.full((4, 3), i, np.uint8).tofile(paths[-1])
+    for _ in range(2):
+        for i, path in enumerate(paths):
+            assert (h.read(path, 3, 2, 3) == i).all()
+            assert len(h._maps) <= 5
+    assert list(h._maps) == paths[-5:]
+    assert diskio.open_file_limit() >= 1024
+
+
+def test_freed_runs_give_back_only_what_they_held(tmp_path, rng):
+    """Freeing runs gives their bytes back to the budget they were held in; a run held within no
+    budget (a run shared with other processes) gives nothing; files are removed."""
+    store = R.RunStore(_config(tmp_path, 10, host_budget=1000))
+    a = store.put(0, rng.integers(0, 256, (50, 10), dtype=np.uint8))
+    b = store.put(1, rng.integers(0, 256, (80, 10), dtype=np.uint8))  # over the budget: a file
+    assert (a.tier, b.tier) == ("host", "disk") and store._used["host"] == 500
+    store._data[7] = np.zeros((30, 10), np.uint8)  # as a shared run is held: no budget
+    store.free([0, 1, 7])
+    assert store._used["host"] == 0 and not store._data and not os.path.exists(b.path)
+    assert store.put(2, rng.integers(0, 256, (100, 10), dtype=np.uint8)).tier == "host"  # the whole budget again
+
+
+def test_a_lost_run_is_made_again_once_however_many_ask(tmp_path):
+    import threading
+    import time
+
+    store = R.RunStore(_config(tmp_path, 4))
+    made = []
+
+    def recover(q):
+        made.append(q)
+        time.sleep(0.05)
+        return store.put(q, np.full((3, 4), q, np.uint8))
+
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(store.recover_once(9, recover))) for _ in range(6)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    assert made == [9] and len({id(g) for g in got}) == 1

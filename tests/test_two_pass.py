@@ -228,3 +228,23 @@ def test_fixed_width_frames_merged_in_two_passes(tmp_path, rng, by, ascending, n
     sizes = [len(f) for f in frames]
     assert not sizes or max(sizes) - min(sizes) <= 1
     assert os.listdir(tmp_path) == []
+
+
+def test_external_array_chunks_are_owned_and_writable(tmp_path):
+    """Output chunks of an external sort are arrays of their own, never views of a run (a file's
+    read-only mapping): a chunk merged from one slice (input already in order) too."""
+    import dask.array as da
+
+    import dsort
+
+    a = np.arange(30_000.0)
+    with dask.config.set({"dsort.scale.external-run": 8_000 * 8, "dsort.scale.min-run": 8_000 * 8, "scheduler": "threads"}):
+        s = dsort.sort(da.from_array(a, chunks=4_000), strategy="external", memory_limit=0, local_directory=tmp_path)
+
+        def bump(block):
+            assert block.flags.writeable
+            block += 1
+            return block
+
+        np.testing.assert_array_equal(s.map_blocks(bump).compute(), a + 1)
+    assert os.listdir(tmp_path) == []

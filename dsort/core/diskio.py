@@ -62,26 +62,34 @@ class Handles:
     every run, and a slice's cost is then a view of pages already in the page cache, no system
     call, no lock held across it, no copy (one copy per slice through ``pread`` was most of a merge's
     time: on 16 threads 20-55 us a slice with the GIL, 1,756 runs x 42 ranges of them; opening each
-    file again for each slice, 385 runs x 385 ranges, cost more than reading it). A mapping holds
-    no file handle (it is closed once mapped); a file removed while mapped stays readable until
-    its views are gone."""
+    file again for each slice, 385 runs x 385 ranges, cost more than reading it). Each mapping holds
+    a file handle (CPython's mmap keeps one): at most :data:`MAX_MAPS` are kept, within the
+    process's open-file limit, the oldest dropped first (views already handed out keep theirs).
+    Run files are written as new files (:func:`write_file`), never over a mapped one, so a view
+    taken before a run is written again keeps the old pages."""
 
     def __init__(self):
         self._maps: dict = {}
         self._lock = threading.Lock()
+        self._cap = max(16, min(MAX_MAPS, open_file_limit() // 4))
 
     def _map(self, path):
         with self._lock:
             m = self._maps.get(path)
         if m is not None:
             return m
-        fd = os.open(path, os.O_RDONLY)
         try:
-            size = os.fstat(fd).st_size
-            m = np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8) if size else np.empty(0, np.uint8)
-        finally:
-            os.close(fd)
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                size = os.fstat(fd).st_size
+                m = np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8) if size else np.empty(0, np.uint8)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise OSError(f"{path}: {e}") from None
         with self._lock:
+            while len(self._maps) >= self._cap:
+                self._maps.pop(next(iter(self._maps)))
             return self._maps.setdefault(path, m)
 
     def read(self, path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
@@ -99,14 +107,33 @@ class Handles:
         np.copyto(np.frombuffer(buf, np.uint8, n), self.read(path, offset, n, 1).reshape(-1))
 
     def forget(self, path) -> None:
-        """Drop ``path``'s mapping, if any (the file is about to be written again; views already
-        handed out keep the old pages)."""
+        """Drop ``path``'s mapping, if any (the file was removed, or is about to be written again)."""
         with self._lock:
             self._maps.pop(path, None)
 
     def close(self) -> None:
         with self._lock:
             self._maps = {}
+
+
+MAX_MAPS = 4096
+
+
+def open_file_limit() -> int:
+    """The soft limit on open files, raised to the hard limit first where it is lower (Linux: 1024
+    soft, 524288 hard by default)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if hard == resource.RLIM_INFINITY or soft < hard:
+            want = MAX_MAPS * 4 if hard == resource.RLIM_INFINITY else min(hard, MAX_MAPS * 4)
+            if want > soft:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+                soft = want
+        return soft
+    except (ImportError, ValueError, OSError):
+        return 1024
 
 
 def read_file(path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
@@ -116,10 +143,19 @@ def read_file(path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
 
 
 def write_file(path, rows) -> None:
-    """Write ``rows`` (NumPy or CuPy) as a new file."""
+    """Write ``rows`` (NumPy or CuPy) as a new file: under a temporary name, then renamed over
+    ``path``, so a file of that name mapped by a reader is never truncated under it (a mapped page
+    of a truncated file kills its reader with SIGBUS)."""
     host = dev.to_host(rows) if dev.is_device_array(rows) else np.ascontiguousarray(rows)
-    with open(path, "wb") as f:
-        f.write(memoryview(host.reshape(-1).view(np.uint8)))
+    tmp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(memoryview(host.reshape(-1).view(np.uint8)))
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 _SYNC_FILE_RANGE_WRITE = 2

@@ -105,6 +105,7 @@ class Job(FirstPass):
     gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
     descending: bool = False
     na_position: str = "last"
+    late_checksums: bool = False  # blocks read before the CPU's checksum loop is loaded are checksummed after the merges
     groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
     group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
 
@@ -211,12 +212,23 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
         finally:
             os.close(fd)
         watch.lap("read + copy in")
-    if gpu is None and crc.wait_loaded():
-        watch.lap("load checksum")  # numba's first load in this process (dsort.engine.crc)
-    summary = valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * lay.row_bytes)
-    sync(gpu)
-    watch.lap("checksum")
+    if gpu is None and job.late_checksums and crc.loading():
+        summary = None  # numba still loading its checksum loop: this block's comes after the merges (block_summary)
+    else:
+        if gpu is None and crc.wait_loaded():
+            watch.lap("load checksum")  # numba's first load in this process (dsort.engine.crc)
+        summary = valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * lay.row_bytes)
+        sync(gpu)
+        watch.lap("checksum")
     return sort_and_keep(job, i, rows, watch, gpu), summary
+
+
+def block_summary(job: Job, i: int) -> valsort.Summary:
+    """Input block ``i``'s count and checksum, read again from the input (on the CPU): for the blocks
+    whose run task did not wait for the checksum loop (``Job.late_checksums``)."""
+    path, offset, n = job.blocks[i]
+    rows = diskio.read_file(path, offset, n, job.layout.row_bytes)
+    return valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * job.layout.row_bytes)
 
 
 def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
@@ -411,15 +423,7 @@ def _remake_piece(job: Job, q: int, gpu):
     g, t = job.piece_of(q)
     a, b = job.groups[g]
     s = R.store(job.store)
-    runs = []
-    for i in range(a, b):
-        with s._lock:
-            run = s.recovered.get(i)
-        if run is None:
-            run = _remake_run(job, i, gpu)
-            with s._lock:
-                run = s.recovered.setdefault(i, run)
-        runs.append(run)
+    runs = [s.recover_once(i, lambda q: _remake_run(job, q, gpu)) for i in range(a, b)]
     jg = job.group(g, runs)
     cut = cut_runs(jg, runs)
     watch = Stopwatch()
@@ -439,6 +443,8 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     if not slices:
         return None
     keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
+    if len(slices) == 1 and not lay.payload:  # the slice itself: a view of a run (a file's mapping, read-only)
+        keys = keys.copy()
     if lay.payload:
         rows = engines.take_rows(engines.get(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
     else:

@@ -186,7 +186,7 @@ class RunStore:
         self._lock = threading.Lock()
         self._used = {"host": 0}
         self._data: dict[int, object] = {}
-        self._files = Handles()  # the run files' read handles, kept open while the store lives
+        self._files = Handles()  # the run files' mappings, kept while the store lives
         self._done: set = set()  # (compute, reader) of the readers done
         self.worker = self.directory = None
         w = this_worker()
@@ -196,14 +196,18 @@ class RunStore:
             self.directory = os.path.join(w.local_directory, f"dsort-runs-{config.job}")
         self.directory = self.directory or config.directory
         self.recovered: dict[int, Run] = {}  # runs of lost workers, sorted again here
+        self._recovering: dict[int, threading.Lock] = {}  # one making of each lost run at a time
+        self._reserved: dict[int, tuple] = {}  # index -> (budget key, bytes) of the runs held within a budget
 
     # -- putting a run -------------------------------------------------------------------------
 
-    def _reserve(self, tier: str, key, nbytes: int, budget: int) -> bool:
+    def _reserve(self, tier: str, key, nbytes: int, budget: int, index: int | None = None) -> bool:
         with self._lock:
             if self._used.get(key, 0) + nbytes > budget:
                 return False
             self._used[key] = self._used.get(key, 0) + nbytes
+            if index is not None:
+                self._reserved[index] = (key, nbytes)
             return True
 
     def put(self, index: int, rows, *, sample=None) -> Run:
@@ -224,13 +228,13 @@ class RunStore:
                 if got is not None:
                     self._data[index], handle = got
                     return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle)
-            if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget):
+            if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget, index):
                 self._data[index] = rows
                 return Run(cfg.job, index, n, "device", device=gpu, sample=sample)
-            if self._reserve("host", "host", nbytes, cfg.host_budget):
+            if self._reserve("host", "host", nbytes, cfg.host_budget, index):
                 self._data[index] = dev.to_host(rows)
                 return Run(cfg.job, index, n, "host", sample=sample)
-        elif self._reserve("host", "host", nbytes, cfg.host_budget):
+        elif self._reserve("host", "host", nbytes, cfg.host_budget, index):
             self._data[index] = rows
             return Run(cfg.job, index, n, "host", sample=sample)
         path = self._path(index)
@@ -273,7 +277,7 @@ class RunStore:
             if i not in fetched and run.tier == "shared" and run.shared.owner != ipc.PROCESS:
                 others.setdefault(run.index, run)
         host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
-        # one handle per run file for all its slices (the cuts read thousands of windows)
+        # one mapping per run file for all its slices (the cuts read thousands of windows)
         files = self._files
         with _opened(others) as opened:
             opened = dict(zip(others, opened))
@@ -389,26 +393,34 @@ class RunStore:
             if i not in got:
                 if recover is None:
                     raise OSError(f"run {run.index} was on worker {run.worker}, which is gone")
-                with self._lock:
-                    again = self.recovered.get(run.index)
-                if again is None:
-                    again = recover(run.index)
-                    with self._lock:
-                        self.recovered.setdefault(run.index, again)
-                got[i] = self.read(again, lo, hi)
+                got[i] = self.read(self.recover_once(run.index, recover), lo, hi)
         return got
 
     # -- the end ---------------------------------------------------------------------------------
+
+    def recover_once(self, index: int, recover) -> Run:
+        """Run ``index`` of a lost worker made again here by ``recover(index)``, once in this
+        process however many tasks ask for it at once (the others wait for it)."""
+        with self._lock:
+            gate = self._recovering.setdefault(index, threading.Lock())
+        with gate:
+            with self._lock:
+                again = self.recovered.get(index)
+            if again is None:
+                again = recover(index)
+                with self._lock:
+                    self.recovered[index] = again
+        return again
 
     def free(self, indices) -> None:
         """Free the runs ``indices`` that this store holds (in its memory, or files in its
         directory): their readers are done."""
         for i in indices:
             with self._lock:
-                rows = self._data.pop(i, None)
-                if rows is not None:
-                    key = ("device", rows.device.id) if dev.is_device_array(rows) else "host"
-                    self._used[key] = self._used.get(key, 0) - int(rows.nbytes)
+                self._data.pop(i, None)
+                key, nbytes = self._reserved.pop(i, (None, 0))
+                if key is not None:  # shared runs were held within no budget of this store's
+                    self._used[key] -= nbytes
             path = self._file(i)
             self._files.forget(str(path))
             with contextlib.suppress(FileNotFoundError):
@@ -418,6 +430,7 @@ class RunStore:
         """Free every run in memory and remove the run files."""
         self._data.clear()
         self._used = {"host": 0}
+        self._reserved.clear()
         self._files.close()
         shutil.rmtree(self.directory, ignore_errors=True)
         if self.directory != self.config.directory:

@@ -60,6 +60,12 @@ def loaded() -> bool:
     return "dsort.engine._crc_jit" in sys.modules and not (_warming and _warming[0].is_alive())
 
 
+def loading() -> bool:
+    """Whether :func:`warm_in_background` is loading the loop right now."""
+    with _lock:
+        return bool(_warming) and _warming[0].is_alive()
+
+
 def warm() -> None:
     """Compile (or load from numba's cache) the loop now, not in the first large checksum."""
     from ._crc_jit import crc32_rows_into
