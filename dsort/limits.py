@@ -111,7 +111,9 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None, nbytes: int | 
         smallest = ("--device-memory-limit", min_block * 3 * 2 * gpu_tasks, "per GPU")
     else:
         block = min(config.nbytes("file-sort.cpu-block"), (res.host_budget - host_runs) // res.threads // 3)
-        smallest = ("--memory-limit", min_block * 3 * 2 * res.threads, f"in all for {res.threads} threads")
+        tasks = min_block * 3 * res.threads  # what the tasks need; the runs keep the rest (an eighth of a big input's budget)
+        need = -(-tasks * 8 // 7) if nbytes is not None and nbytes > -(-tasks * 8 // 7) // 2 else tasks * 2
+        smallest = ("--memory-limit", need, f"in all for {res.threads} threads")
     if chunk_size:
         block = int(chunk_size)
     elif block < max(min_block, row_bytes):

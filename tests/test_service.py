@@ -41,6 +41,16 @@ def test_a_memory_limit_too_small_for_one_block_names_the_smallest_workable():
     res = Resources(threads=4, host_budget=10 * MIB)
     with pytest.raises(LimitError, match=r"--memory-limit: 10.00 MiB is too small .* smallest workable total is 24.00 MiB in all for 4"):
         service.sizes(res, 100, None)
+    # an input larger than half the budget keeps an eighth for runs: the tasks get more of it
+    big = 10**9
+    with pytest.raises(LimitError, match=r"--memory-limit: 10.00 MiB is too small .* smallest workable total is 13.71 MiB in all for 4"):
+        service.sizes(res, 100, None, nbytes=big)
+    for total, works in [(int(12 * MIB * 8 / 7) + 8, True), (int(12 * MIB * 8 / 7) - 8 * 1024, False)]:
+        try:
+            service.sizes(Resources(threads=4, host_budget=total), 100, None, nbytes=big)
+            assert works, total
+        except LimitError:
+            assert not works, total
 
 
 def test_blocks_grow_to_merge_in_one_pass():
