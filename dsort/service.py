@@ -290,11 +290,12 @@ def _sort_fixed(
             out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else allocate(tmp, nbytes) or 0
             ins = outs = valsort.Summary()
             if n:
-                spacing = plan.sample_spacing([b[2] for b in blocks], max(len(ranges) - 1, 1, *(len(r) - 1 for r in group_ranges)))
+                spacing, chain_spacing = plan.pass_spacings([b[2] for b in blocks], len(ranges), groups, group_ranges)
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
                 job = F.Job(
                     job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending,
                     groups=groups, group_ranges=group_ranges, late_checksums=client is None and not res.gpus,
+                    chain_spacing=chain_spacing,
                 )  # fmt: skip
                 dsk, run_keys, chain_keys, merge_keys = fixed.graph(job)
                 phases["allocate"] = time.perf_counter() - t_res

@@ -205,3 +205,20 @@ def test_offsets_are_the_exclusive_prefix_sum(rng):
 def test_balanced(total, outputs):
     sizes = plan.balanced(total, outputs)
     assert len(sizes) == outputs and sum(sizes) == total and max(sizes) - min(sizes) <= 1
+
+
+def test_pass_spacings_are_each_cuts_own():
+    """One pass: the sample spacing of all runs and ranges. Two passes: the runs' spacing is for
+    a group's own cuts, the chains' for the final ones; both coarser than one spacing for all,
+    so the cuts hold several times fewer samples."""
+    from dsort.core import plan
+
+    sizes = [16_000] * 1756
+    assert plan.pass_spacings(sizes, 1756) == (plan.sample_spacing(sizes, 1755), 0)
+    groups = plan.pass_groups(len(sizes), 1024)
+    group_ranges = tuple(plan.ranges(sum(sizes[a:b]), 16_000) for a, b in groups)
+    runs, chains = plan.pass_spacings(sizes, 1756, groups, group_ranges)
+    a, b = groups[0]
+    assert runs == plan.sample_spacing(sizes[a:b], len(group_ranges[0]) - 1)
+    assert chains == plan.sample_spacing([sum(sizes[a:b]) for a, b in groups], 1755)
+    assert min(runs, chains) >= 4 * plan.sample_spacing(sizes, 1755)

@@ -66,6 +66,7 @@ class ArrayJob(F.FirstPass):
     groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass)
     group_ranges: tuple = ()
     first_piece: int = 0  # the runs' count: pieces of the first pass are kept after them
+    chain_spacing: int = 0
 
     def gpu_for(self, t: int):
         return _device() if self.gpu else None
@@ -100,7 +101,7 @@ def run_chunk(job: ArrayJob, i: int, keys, values, offset: int) -> R.Run:
 
 def cuts(job: ArrayJob, *runs):
     """The exact cuts of the runs (or a first pass's chains: their tasks' results)."""
-    return F.cut_runs(job, [F.handle(r) for r in runs])
+    return F.cut_runs(job.final(), [F.handle(r) for r in runs])
 
 
 def merge_chunk(job: ArrayJob, cut, t: int):
@@ -448,7 +449,7 @@ def fixed_cuts(job: FixedFrameJob, *runs):
     watch = F.Stopwatch()
     runs = [F.handle(r) for r in runs]  # runs, or a first pass's chains
     out_sizes = plan.balanced(sum(r.rows for r in runs), job.partitions)
-    cut = F.cut_runs(replace(job, range_rows=plan.group_sums(out_sizes, job.starts)), list(runs), watch)
+    cut = F.cut_runs(replace(job.final(), range_rows=plan.group_sums(out_sizes, job.starts)), list(runs), watch)
     report_stages("cuts", watch)
     return cut
 

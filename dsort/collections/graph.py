@@ -239,10 +239,11 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
     # more runs than one merge pass takes: a first pass merges groups of them, in ranges of a run's rows
     passes = plan.pass_groups(len(run_rows), int(config.get("file-sort.max-runs")))
     group_ranges = tuple(plan.ranges(sum(run_rows[a:b]), max(run_rows)) for a, b in passes)
+    spacing, chain_spacing = plan.pass_spacings(run_rows, len(range_rows), passes, group_ranges)
     return external.ArrayJob(
         layout=layout,
         range_rows=range_rows,
-        spacing=plan.sample_spacing(run_rows, max(len(range_rows) - 1, 1, *(len(r) - 1 for r in group_ranges))),
+        spacing=spacing,
         store=external.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
         key_shape=tuple(keys.shape[1:]),
         value_dtype=value_dtype,
@@ -254,4 +255,5 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         groups=passes,
         group_ranges=group_ranges,
         first_piece=len(run_rows),
+        chain_spacing=chain_spacing,
     )

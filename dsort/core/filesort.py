@@ -67,6 +67,12 @@ class FirstPass:
             ranges = plan.balanced(sum(r.rows for r in runs), len(ranges))
         return replace(self, range_rows=ranges, groups=(), group_ranges=())
 
+    def final(self):
+        """This job as the final pass sees it: after a first pass, the chains' sample spacing
+        (``chain_spacing``, chosen for few chains and many ranges; the runs' is for a group's few
+        runs and ranges, and a finer one costs memory: the cuts hold every sample)."""
+        return replace(self, spacing=self.chain_spacing) if self.groups and getattr(self, "chain_spacing", 0) else self
+
     def piece_index(self, g: int, t: int) -> int:
         """The run-store index of group ``g``'s piece ``t``."""
         return self.first_piece + sum(len(r) for r in self.group_ranges[:g]) + t
@@ -106,6 +112,7 @@ class Job(FirstPass):
     descending: bool = False
     na_position: str = "last"
     late_checksums: bool = False  # blocks read before the CPU's checksum loop is loaded are checksummed after the merges
+    chain_spacing: int = 0  # the chains' sample spacing, where there is a first pass (FirstPass.final)
     groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
     group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
 
@@ -258,7 +265,7 @@ def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
 
 def cuts_task(job: Job, results):
     """:func:`cut_runs` of the runs (or chains) of the run (or chain) tasks' ``results``."""
-    return cut_runs(job, [handle(r) for r in results])
+    return cut_runs(job.final(), [handle(r) for r in results])
 
 
 def cut_runs(job, runs, watch: Stopwatch | None = None):
@@ -386,12 +393,12 @@ def group_merge_task(job: FirstPass, cut, g: int, t: int):
 
 def _keep_piece(job: FirstPass, g: int, t: int, first: int, merged, watch: Stopwatch, gpu):
     """Keep group ``g``'s merged range ``t`` (``(keys, rows)``) in the run store, with the keys at
-    the chain's sample positions (multiples of the job's spacing)."""
+    the chain's sample positions (multiples of the final pass's spacing)."""
     if merged is None:  # an empty range (a frame's group of fewer rows than ranges)
         rows = np.empty((0, job.layout.row_bytes), np.uint8)
         merged = job.layout.keys(rows), rows
     keys, rows = merged
-    start, step = plan.sample_positions(first, job.spacing)  # the piece starts at chain row ``first``
+    start, step = plan.sample_positions(first, job.final().spacing)  # the piece starts at chain row ``first``
     sample = dev.to_host(keys[start::step])
     piece = R.store(job.store).put(job.piece_index(g, t), rows, sample=sample)
     sync(gpu)

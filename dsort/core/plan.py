@@ -317,6 +317,22 @@ def pass_groups(runs: int, max_runs: int) -> tuple:
     return tuple((int(a), int(a + b)) for a, b in zip(offsets(sizes), sizes))
 
 
+def pass_spacings(run_sizes, ranges: int, groups=(), group_ranges=()) -> tuple[int, int]:
+    """``(the runs' sample spacing, the chains')`` for runs of ``run_sizes`` cut into ``ranges``
+    output ranges: one pass, :func:`sample_spacing` of them all (the chains' 0: none); with a
+    first pass over ``groups`` (each cut into its ``group_ranges``), the runs' spacing for the
+    largest group's own cuts and the chains' for the final cuts over as many chains as groups.
+    The cuts hold every sample of their runs: spacing for the few runs and ranges of each cut, not
+    for all of them, keeps that memory down (``sqrt(2 x runs x ranges x rows)`` samples)."""
+    if not groups:
+        return sample_spacing(run_sizes, max(ranges - 1, 1)), 0
+    biggest = max(range(len(groups)), key=lambda g: groups[g][1] - groups[g][0])
+    a, b = groups[biggest]
+    runs = sample_spacing(run_sizes[a:b], max(len(group_ranges[biggest]) - 1, 1))
+    chains = [sum(run_sizes[a:b]) for a, b in groups]
+    return runs, sample_spacing(chains, max(ranges - 1, 1))
+
+
 def ranges(n: int, rows_per_range: int) -> tuple:
     """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
     return balanced(n, -(-n // max(int(rows_per_range), 1))) if n else ()
