@@ -280,7 +280,9 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
     if len(runs) > 1 and len(targets):
         lo, hi = plan.windows(_samples(job, runs), sizes, job.spacing, targets, job.descending, job.na_position)
         watch.lap("windows")
-        window_keys = read_windows(store, job.layout, runs, lo, hi)
+        # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
+        remake = (lambda q: job.remake(q, job.gpu_for(q))) if isinstance(job, Job) else None
+        window_keys = read_windows(store, job.layout, runs, lo, hi, remake)
         watch.lap("read windows")
         cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
         watch.lap("exact cuts")
@@ -305,16 +307,17 @@ def _samples(job, runs) -> list:
     return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
 
 
-def read_windows(store, layout, runs, lo, hi) -> list:
+def read_windows(store, layout, runs, lo, hi, recover=None) -> list:
     """The keys of every run inside its window around every cut (``[t][q]``: run ``q``'s keys
-    ``[lo[t, q], hi[t, q])``, NumPy), read in one batch (a few pages each; one file handle per run).
+    ``[lo[t, q], hi[t, q])``, NumPy), read in one batch (a few pages each; one mapping per run; runs of
+    a worker that is gone made again by ``recover``, as the merges do).
     ``layout`` None: the runs' rows are their keys (a dataframe's, each run at its own width)."""
 
     def keys(rows):
         return rows if layout is None else np.ascontiguousarray(layout.keys(rows))
 
     items = [(t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]]
-    got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items])
+    got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items], recover=recover)
     empty = [keys(np.empty((0, layout.row_bytes if layout else r.row_bytes or store.config.row_bytes), np.uint8)).copy() for r in runs]
     out = [list(empty) for _ in range(lo.shape[0])]
     if layout is not None and len(got) > 1 and len({g.shape[1:] for g in got}) == 1:  # one key extraction for all, not thousands
