@@ -54,7 +54,9 @@ def format_report(r: SortReport) -> str:
         + (f"; process start-up before it {r.startup:.2f} s" if r.startup is not None else "")
     )
     if r.phases:
-        lines.append("phases (wall): " + ", ".join(f"{p} {s:.2f} s" for p, s in r.phases.items()))
+        lines.append(
+            "phases (wall, each from its first task to its last: they overlap): " + ", ".join(f"{p} {s:.2f} s" for p, s in r.phases.items())
+        )
     if r.stages:
         total = sum(r.stages.values()) or 1.0
         lines.append("stages (busy, all threads): " + ", ".join(f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in r.stages.items()))

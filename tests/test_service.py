@@ -87,7 +87,7 @@ def test_the_report_says_where_the_time_went():
     assert lines[0] == "sorted 1,000 records (97.66 kiB), duplicate keys 7"
     assert lines[1] == "wall time 2.00 s, throughput 48.83 kiB/s (500 records/s)"
     assert lines[2:] == [
-        "phases (wall): run 1.50 s, merge 0.50 s",
+        "phases (wall, each from its first task to its last: they overlap): run 1.50 s, merge 0.50 s",
         "stages (busy, all threads): sort 3.00 s (75%), read 1.00 s (25%)",
         "runs: 2 on disk",
     ]
