@@ -376,6 +376,7 @@ class FixedFrameJob(F.FirstPass):
     groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass),
     group_ranges: tuple = ()  # of as many ranges as each group's runs, sized by the group cuts (zeros here)
     first_piece: int = 0
+    chain_spacing: int = 0
 
     def gpu_for(self, t: int):
         return _device() if self.gpu else None

@@ -71,7 +71,7 @@ class FirstPass:
         """This job as the final pass sees it: after a first pass, the chains' sample spacing
         (``chain_spacing``, chosen for few chains and many ranges; the runs' is for a group's few
         runs and ranges, and a finer one costs memory: the cuts hold every sample)."""
-        return replace(self, spacing=self.chain_spacing) if self.groups and getattr(self, "chain_spacing", 0) else self
+        return replace(self, spacing=self.chain_spacing) if self.groups and self.chain_spacing else self
 
     def piece_index(self, g: int, t: int) -> int:
         """The run-store index of group ``g``'s piece ``t``."""
@@ -281,8 +281,7 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
         lo, hi = plan.windows(_samples(job, runs), sizes, job.spacing, targets, job.descending, job.na_position)
         watch.lap("windows")
         # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
-        remake = (lambda q: job.remake(q, job.gpu_for(q))) if isinstance(job, Job) else None
-        window_keys = read_windows(store, job.layout, runs, lo, hi, remake)
+        window_keys = read_windows(store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q)))
         watch.lap("read windows")
         cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
         watch.lap("exact cuts")
@@ -389,24 +388,25 @@ def group_merge_task(job: FirstPass, cut, g: int, t: int):
     gpu = job.gpu_for(t)
     watch = Stopwatch()
     fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: job.remake(q, gpu))
+    return _merge_piece(job, cut, g, t, watch, gpu, fetched), watch.times
+
+
+def _merge_piece(job: FirstPass, cut, g: int, t: int, watch: Stopwatch, gpu, fetched=None):
+    """Group ``g``'s range ``t`` merged from its slices (``cut``: the group's) and kept in the run
+    store as a piece of the group's chain, with the keys at the chain's sample positions (multiples
+    of the final pass's spacing; the piece starts at the chain's row ``first``)."""
     with job.slot(gpu):
         merged = merge_rows(job.group(g), cut, t, watch, gpu, fetched)
-        return _keep_piece(job, g, t, int(cut[0][t].sum()), merged, watch, gpu), watch.times
-
-
-def _keep_piece(job: FirstPass, g: int, t: int, first: int, merged, watch: Stopwatch, gpu):
-    """Keep group ``g``'s merged range ``t`` (``(keys, rows)``) in the run store, with the keys at
-    the chain's sample positions (multiples of the final pass's spacing)."""
-    if merged is None:  # an empty range (a frame's group of fewer rows than ranges)
-        rows = np.empty((0, job.layout.row_bytes), np.uint8)
-        merged = job.layout.keys(rows), rows
-    keys, rows = merged
-    start, step = plan.sample_positions(first, job.final().spacing)  # the piece starts at chain row ``first``
-    sample = dev.to_host(keys[start::step])
-    piece = R.store(job.store).put(job.piece_index(g, t), rows, sample=sample)
-    sync(gpu)
-    watch.lap("keep piece" if piece.tier != "disk" else "write piece")
-    return piece
+        first = int(cut[0][t].sum())
+        if merged is None:  # an empty range (a frame's group of fewer rows than ranges)
+            rows = np.empty((0, job.layout.row_bytes), np.uint8)
+            merged = job.layout.keys(rows), rows
+        keys, rows = merged
+        start, step = plan.sample_positions(first, job.final().spacing)
+        piece = R.store(job.store).put(job.piece_index(g, t), rows, sample=dev.to_host(keys[start::step]))
+        sync(gpu)
+        watch.lap("keep piece" if piece.tier != "disk" else "write piece")
+        return piece
 
 
 def chain_task(job: FirstPass, g: int, results):
@@ -434,11 +434,7 @@ def _remake_piece(job: Job, q: int, gpu):
     a, b = job.groups[g]
     s = R.store(job.store)
     runs = [s.recover_once(i, lambda q: _remake_run(job, q, gpu)) for i in range(a, b)]
-    jg = job.group(g, runs)
-    cut = cut_runs(jg, runs)
-    watch = Stopwatch()
-    with job.slot(gpu):
-        return _keep_piece(job, g, t, int(cut[0][t].sum()), merge_rows(jg, cut, t, watch, gpu), watch, gpu)
+    return _merge_piece(job, cut_runs(job.group(g, runs), runs), g, t, Stopwatch(), gpu)
 
 
 def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
