@@ -201,8 +201,6 @@ def test_fixed_width_frames_merged_in_two_passes(tmp_path, rng, by, ascending, n
     balanced partitions, nothing left."""
     import dask.dataframe as dd
 
-    from dsort.dataframe import sort_values
-
     df = pd.DataFrame(
         {
             "k": rng.integers(0, 30, rows),
@@ -215,8 +213,20 @@ def test_fixed_width_frames_merged_in_two_passes(tmp_path, rng, by, ascending, n
     ddf = dd.from_pandas(df, npartitions=40, sort=False) if rows >= 40 else dd.from_pandas(df, chunksize=1, sort=False)
     if keep is not None:  # 4 rows left in 40 partitions: groups with fewer rows than ranges, empty pieces
         ddf, df = ddf[ddf.x < keep], df[df.x < keep]
-    with dask.config.set({"dsort.file-sort.max-runs": 6, "dsort.scale.frame-partitions-per-run": 1}):
-        got = sort_values(ddf, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=tmp_path)
+    _check_two_pass_frame(tmp_path, ddf, df, by, ascending, na_position)
+
+
+def _check_two_pass_frame(tmp_path, ddf, df, by, ascending, na_position, ignore_index=False):
+    """``ddf`` (``df``'s rows) sorted externally at most 6 runs a pass, a run each partition, on
+    threads: pandas' stable sort of ``df``, balanced partitions, a first pass where there are more
+    than 6 partitions, nothing left in ``tmp_path``."""
+    from dsort.dataframe import sort_values
+
+    config = {"dsort.file-sort.max-runs": 6, "dsort.scale.frame-partitions-per-run": 1, "dataframe.convert-string": False}
+    with dask.config.set(config):
+        got = sort_values(
+            ddf, by, ascending=ascending, na_position=na_position, ignore_index=ignore_index, strategy="external", local_directory=tmp_path
+        )
         names = [str(k[0]) for k in dict(got.__dask_graph__()) if isinstance(k, tuple)]
         frames = dask.compute(*got.to_delayed(), scheduler="threads")
     if ddf.npartitions > 6:
@@ -224,9 +234,60 @@ def test_fixed_width_frames_merged_in_two_passes(tmp_path, rng, by, ascending, n
     want = df
     for c, a in reversed(list(zip([by] if isinstance(by, str) else by, [ascending] if isinstance(ascending, bool) else ascending))):
         want = want.sort_values(c, ascending=a, na_position=na_position, kind="stable")
+    if ignore_index:
+        want = want.reset_index(drop=True)
     pd.testing.assert_frame_equal(pd.concat(frames) if frames else df.iloc[:0], want)
     sizes = [len(f) for f in frames]
     assert not sizes or max(sizes) - min(sizes) <= 1
+    assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("by,ascending,na_position", [("s", True, "last"), (["s", "k"], [False, True], "first"), ("k", False, "last")])
+@pytest.mark.parametrize("rows,keep,ignore_index", [(0, None, False), (3_000, None, False), (3_000, None, True), (3_000, 4, False)])
+def test_frames_of_strings_and_objects_merged_in_two_passes(tmp_path, rng, by, ascending, na_position, rows, keep, ignore_index):
+    """An external sort of a frame with strings (of widths that differ from run to run: the keys
+    are widened to each group's, then to all chains') and Python objects in 40 partitions, a run
+    each, at most 6 runs a pass: its rows are pickled into the chains' pieces as into runs;
+    pandas' stable sort, balanced partitions, nothing left."""
+    import dask.dataframe as dd
+
+    words = np.array(["", "a", "b", "ab", "ba", "zzzzzzzz", "a\u00e9", "long " * 7, None], dtype=object)
+    df = pd.DataFrame(
+        {
+            "s": words[rng.integers(0, len(words), rows)],
+            "k": rng.choice([np.nan, -0.0, 1.5, -np.inf], rows),
+            "o": [(i % 3, str(i)) for i in range(rows)],
+            "c": pd.Categorical(rng.choice(["x", "y"], rows)),
+            "x": np.arange(rows),
+        },
+        index=rng.permutation(rows) + 7,
+    )
+    with dask.config.set({"dataframe.convert-string": False}):  # the strings as they are: objects
+        ddf = dd.from_pandas(df, npartitions=40, sort=False) if rows >= 40 else dd.from_pandas(df, chunksize=1, sort=False)
+    if keep is not None:  # a few rows left in 40 partitions: groups with fewer rows than ranges, empty pieces
+        ddf, df = ddf[ddf.x < keep], df[df.x < keep]
+    _check_two_pass_frame(tmp_path, ddf, df, by, ascending, na_position, ignore_index)
+
+
+def test_frames_of_strings_in_two_passes_on_worker_processes(tmp_path, rng):
+    """A frame of strings in two passes on two worker processes: pieces (pickled rows and keys)
+    are files every worker reads; the output is pandas' stable sort and nothing is left."""
+    import dask.dataframe as dd
+    import distributed
+
+    from dsort.dataframe import sort_values
+
+    rows = 4_000
+    df = pd.DataFrame({"s": [f"w{v}" * (v % 4) for v in rng.integers(0, 60, rows)], "x": np.arange(rows)})
+    with (
+        dask.config.set({"dsort.file-sort.max-runs": 5, "dsort.scale.frame-partitions-per-run": 1, "dataframe.convert-string": False}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        got = sort_values(dd.from_pandas(df, npartitions=24, sort=False), "s", strategy="external", local_directory=tmp_path)
+        assert any(str(k[0]).startswith("dsort-group-merge") for k in dict(got.__dask_graph__()) if isinstance(k, tuple))
+        out = got.compute()
+    pd.testing.assert_frame_equal(out, df.sort_values("s", kind="stable"))
     assert os.listdir(tmp_path) == []
 
 

@@ -225,27 +225,28 @@ def sort_values_external(
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
     codec = RowCodec.of(df._meta)
+    # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
+    passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
+    first = dict(groups=passes, group_ranges=tuple((0,) * (b - a) for a, b in passes), first_piece=len(runs_at))
     if codec is not None:  # fixed-width columns: rows in the run store, no pickling
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
-        # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
-        passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
         job = external.FixedFrameJob(
-            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts,
-            groups=passes, group_ranges=tuple((0,) * (b - a) for a, b in passes), first_piece=len(runs_at),
-        )  # fmt: skip
-        run, cuts, merge, extra = external.fixed_run, external.fixed_cuts, external.fixed_merge, ()
+            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts, **first
+        )
+        run, cuts, merge, extra, functions = external.fixed_run, external.fixed_cuts, external.fixed_merge, (), None
     else:
         store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
-        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts)
+        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts, **first)
         run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
+        functions = external.frame_group_cuts, external.frame_group_merge, external.frame_chain
     dsk = {}
     inputs = df.__dask_keys__()
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
-    chains, pieces = first_pass(dsk, job, tok, runs) if codec is not None else ([], [])
+    chains, pieces = first_pass(dsk, job, tok, runs, functions, extra)
     near = pieces or runs
     cut = T.name(T.CUTS, tok)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, chains or runs))

@@ -16,8 +16,8 @@ instead of :mod:`dsort.collections.graph`'s. The bulk data never stays in dask's
 
 More runs than one merge pass takes (``dsort.file-sort.max-runs``) are first merged in groups into
 chained runs (:mod:`dsort.collections.passes`), in ranges of a run's rows; the cuts and merges
-then take the chains for runs (arrays and frames of fixed-width columns; a frame with strings or
-objects merges its runs, one every ``dsort.scale.frame-partitions-per-run`` partitions, in one pass).
+then take the chains for runs (arrays and frames alike; a frame of strings or objects chains its
+pickled rows too: :func:`frame_group_merge`).
 
 Each task holds about three runs' worth of rows (``dsort.scale.external-run`` each, or a chunk), so ``da.store`` / ``to_npy_stack`` of the
 result runs in memory bounded by the chunk size and the run store's budget, whatever the array's
@@ -29,6 +29,7 @@ temporary directory, which on one machine they share).
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, replace
@@ -237,17 +238,20 @@ BLOCK_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
-class FrameJob:
+class FrameJob(F.FirstPass):
     """What the tasks of one external dataframe sort need (see :class:`ArrayJob`)."""
 
     spec: object  # the sort's :class:`~dsort.core.frame_keys.KeySpec`
     widths: tuple | None  # string widths for every partition's keys; None: each its own
     partitions: int  # output partitions, balanced to within one row
-    spacing: int
+    spacing: int  # the runs' sample spacing, and the chains' (their pieces sample at its multiples)
     store: R.StoreConfig
     ignore_index: bool = False
     device: str | None = None
     starts: tuple = (0,)  # the first output of every merge group
+    groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass),
+    group_ranges: tuple = ()  # of as many ranges as each group's runs (zeros: sized by the group cuts)
+    first_piece: int = 0
 
 
 def _rows_path(job: FrameJob, p: int) -> str:
@@ -256,23 +260,29 @@ def _rows_path(job: FrameJob, p: int) -> str:
 
 def frame_run(job: FrameJob, p: int, *parts) -> tuple:
     """Consecutive partitions ``parts`` as run ``p``: their keys, a stable sort of their rows by
-    them, the rows written in blocks beside the run store's files (the blocks' byte offsets last),
-    the keys kept as run ``p``; ``(run, the keys' string widths)``."""
-    import pickle
-
+    them, the rows written in blocks beside the run store's files (:func:`_write_rows`), the keys
+    kept as run ``p``; ``(run, the keys' string widths)``."""
     from ..core.frame_chunk import sort_part
 
     s = sort_part(list(parts), job.spec, job.widths, job.device)
+    _write_rows(job, p, s.frame)
+    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy()), s.widths
+
+
+def _write_rows(job: FrameJob, p: int, frame) -> None:
+    """Run (or piece) ``p``'s sorted rows as a file of pickled blocks (:func:`block_rows` rows
+    each), the blocks' byte offsets and their count and rows last."""
+    import pickle
+
     os.makedirs(job.store.directory, exist_ok=True)
-    block = block_rows(len(s.frame), len(job.starts))
+    block = block_rows(len(frame), len(job.starts))
     offsets = [0]
     with open(_rows_path(job, p), "wb") as f:
-        for b in range(0, len(s.frame), block):
-            f.write(pickle.dumps(s.frame.iloc[b : b + block], protocol=5))
+        for b in range(0, len(frame), block):
+            f.write(pickle.dumps(frame.iloc[b : b + block], protocol=5))
             offsets.append(f.tell())
         f.write(np.asarray(offsets, "<i8").tobytes())
         f.write(np.asarray([len(offsets), block], "<i8").tobytes())
-    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy()), s.widths
 
 
 def block_rows(rows: int, outputs: int) -> int:
@@ -305,10 +315,21 @@ def _read_rows(path: str, lo: int, hi: int):
     return rows.iloc[lo - first * block : hi - first * block]
 
 
+def _run_rows(job: FrameJob, run, lo: int, hi: int):
+    """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
+    if not isinstance(run, R.Chain):
+        return _read_rows(_rows_path(job, run.index), lo, hi)
+    import pandas as pd
+
+    parts = [_read_rows(_rows_path(job, p.index), a, b) for p, a, b in run.spans(lo, hi)]
+    return parts[0] if len(parts) == 1 else pd.concat(parts)
+
+
 def frame_cuts(job: FrameJob, *made):
     """The cuts of ``job.partitions`` balanced output partitions: ``(cut rows, runs, the keys'
     string widths per run, the common widths)``, from the runs' samples and the keys in their
-    windows (every key brought to the common widths first)."""
+    windows (every key brought to the common widths first). ``made``: the runs' (or chains')
+    ``(handle, string widths)``."""
     from ..core import frame_chunk as FC
     from ..core.frame_keys import common_widths, widen
 
@@ -324,24 +345,78 @@ def frame_cuts(job: FrameJob, *made):
         cut = FC.cuts(p, *windows)
     else:
         cut = FC.cuts(p)
-    return cut, [replace(r, sample=None) for r in runs], have, p.widths
+    return cut, [R.bare(r) for r in runs], have, p.widths
 
 
-def frame_merge(job: FrameJob, cut, t: int, meta):
-    """Merge group ``t``: its slices of every run's sorted rows, merged by their keys."""
-    from ..core import frame_chunk as FC
+def _frame_slices(job: FrameJob, cut, t: int) -> list:
+    """Range ``t``'s slices of every run (or chain) of ``cut`` (:func:`frame_cuts`): ``(rows,
+    keys at the common widths)`` of each run that has rows in it, in run order."""
     from ..core.frame_keys import widen
 
     bounds, runs, have, want = cut
     pieces = [(q, run, int(bounds[t, q]), int(bounds[t + 1, q])) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
     keys = R.store(job.store).read_many([(run, lo, hi) for _, run, lo, hi in pieces])
-    slices = [
-        (_read_rows(_rows_path(job, q), lo, hi), widen(job.spec, np.ascontiguousarray(k), have[q], want))
-        for (q, _, lo, hi), k in zip(pieces, keys)
+    return [
+        (_run_rows(job, run, lo, hi), widen(job.spec, np.ascontiguousarray(k), have[q], want)) for (q, run, lo, hi), k in zip(pieces, keys)
     ]
-    out = FC.merge(meta, bounds, t, job.ignore_index, job.device, *slices)
-    R.finish(job.store, t, len(job.starts), runs)
+
+
+def frame_merge(job: FrameJob, cut, t: int, meta):
+    """Merge group ``t``: its slices of every run's sorted rows, merged by their keys."""
+    from ..core import frame_chunk as FC
+
+    out = FC.merge(meta, cut[0], t, job.ignore_index, job.device, *_frame_slices(job, cut, t))
+    R.finish(job.store, t, len(job.starts), cut[1])
     return out
+
+
+# A frame's first merge pass (more runs than one pass takes): each group of runs is cut into as many
+# ranges as it has runs (frame_group_cuts), each range's slices merged into one piece of the group's
+# chain, its rows pickled as a run's are and its keys (at the group's common widths) kept in the run
+# store (frame_group_merge), and the chain handed on with those widths (frame_chain).
+
+
+def frame_group_cuts(job: FrameJob, g: int, made):
+    """:func:`frame_cuts` of group ``g``'s runs (``made``) into its first-pass ranges."""
+    n = len(job.group_ranges[g])
+    return frame_cuts(replace(job, partitions=n, starts=tuple(range(n))), *made)
+
+
+def frame_group_merge(job: FrameJob, cut, g: int, t: int, meta):
+    """Range ``t`` of group ``g``: its slices merged by their keys and kept as piece ``t`` of the
+    group's chain (rows pickled, keys in the run store with the chain's sample positions):
+    ``(piece, the keys' string widths)``."""
+    from ..core import frame_chunk as FC
+
+    slices = [(f, k) for f, k in _frame_slices(job, cut, t) if len(f)]
+    want = cut[3]
+    if not slices:
+        frame, keys = meta.iloc[:0], np.empty((0, job.spec.width(want)), np.uint8)
+    elif len(slices) == 1:
+        frame, keys = slices[0]
+    else:
+        order = FC.merge_order([k for _, k in slices], job.device)
+        frame = FC.gather([f for f, _ in slices], order)
+        keys = np.concatenate([k for _, k in slices])[order]
+    p = job.piece_index(g, t)
+    _write_rows(job, p, frame)
+    start, step = plan.sample_positions(int(cut[0][t].sum()), job.spacing)
+    return R.store(job.store).put(p, keys, sample=keys[start::step].copy()), want
+
+
+def frame_chain(job: FrameJob, g: int, results):
+    """Group ``g``'s chain from its pieces (the group merges' ``results``): ``(Chain, string
+    widths)``. In the embedded sort (one process) the group's runs are freed, every piece being
+    made (see :func:`dsort.core.filesort.chain_task`)."""
+    s = R.store(job.store)
+    if s.address is None:
+        a, b = job.groups[g]
+        s.free(range(a, b))
+        for q in range(a, b):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(_rows_path(job, q))
+    widths = results[0][1]
+    return R.Chain(job.store.job, g, tuple(r for r, _ in results), row_bytes=job.spec.width(widths)), widths
 
 
 def output_sizes(job, cut) -> tuple:

@@ -10,19 +10,22 @@ from ..core.filesort import FirstPass, chain_task, group_cuts_task, group_merge_
 from .tasks import CHAIN, GROUP_CUTS, GROUP_MERGE, beside, name, ref, task, task_beside
 
 
-def first_pass(dsk: dict, job: FirstPass, token: str, run_keys: list) -> tuple[list, list]:
+def first_pass(dsk: dict, job: FirstPass, token: str, run_keys: list, functions=None, extra=()) -> tuple[list, list]:
     """Add ``job``'s first-pass tasks over the runs of ``run_keys`` to ``dsk``: ``(chain keys, piece
     keys)``, both empty where ``job.groups`` is (one pass). A chain task gives ``(Chain, stage
-    times)``; the final merges go beside the pieces they read, as they would beside runs."""
+    times)``; the final merges go beside the pieces they read, as they would beside runs.
+    ``functions``: the tasks' ``(group cuts, group merge, chain)`` where the job's runs are not
+    fixed-width rows (a frame's pickled rows), ``extra`` the group merges' last arguments."""
+    cuts_f, merge_f, chain_f = functions or (group_cuts_task, group_merge_task, chain_task)
     chains, pieces = [], []
     for g, (a, b) in enumerate(job.groups):
         cut, n = (name(GROUP_CUTS, token), g), len(job.group_ranges[g])
-        dsk[cut] = task(cut, group_cuts_task, job, g, [ref(k) for k in run_keys[a:b]])
+        dsk[cut] = task(cut, cuts_f, job, g, [ref(k) for k in run_keys[a:b]])
         mine = [(name(GROUP_MERGE, token), g, t) for t in range(n)]
         for t, k in enumerate(mine):
-            dsk[k] = task_beside(k, beside(run_keys[a:b], t, n), group_merge_task, job, ref(cut), g, t)
+            dsk[k] = task_beside(k, beside(run_keys[a:b], t, n), merge_f, job, ref(cut), g, t, *extra)
         chain = (name(CHAIN, token), g)
-        dsk[chain] = task(chain, chain_task, job, g, [ref(k) for k in mine])
+        dsk[chain] = task(chain, chain_f, job, g, [ref(k) for k in mine])
         chains.append(chain)
         pieces += mine
     return chains, pieces

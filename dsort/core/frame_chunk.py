@@ -322,6 +322,16 @@ def sliced(*pieces) -> int:
     return len(pieces)
 
 
+def merge_order(keys, device):
+    """The order (host positions into the keys joined) that merges sorted ``keys`` (byte rows or
+    words, each sorted), ties kept in slice order: merge-path merges on the GPU with
+    ``device="gpu"``, else one stable sort of the sorted slices (NumPy's timsort merges the runs it
+    finds)."""
+    if device == "gpu":
+        return dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
+    return engines.get(keys[0]).argsort(host.concatenate(keys))
+
+
 def merge_after(ready, meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
     """:func:`merge`, once the markers ``ready`` (:func:`sliced`) are there."""
     return merge(meta, cut, t, ignore_index, device, *pieces)
@@ -341,12 +351,7 @@ def _merge(meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
     elif len(pieces) == 1:
         out = pieces[0][0]
     else:
-        keys = [k for _, k in pieces]
-        if device == "gpu":  # merge-path merges of the keys, their positions carried
-            order = dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
-        else:  # one stable sort of the sorted slices: NumPy's timsort merges the runs it finds
-            order = engines.get(keys[0]).argsort(host.concatenate(keys))
-        out = gather([f for f, _ in pieces], order, index=not ignore_index)
+        out = gather([f for f, _ in pieces], merge_order([k for _, k in pieces], device), index=not ignore_index)
     if ignore_index:
         start = int(cut[t].sum())
         out = out.set_axis(pd.RangeIndex(start, start + len(out)))
