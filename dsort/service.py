@@ -30,6 +30,7 @@ import os
 import sys
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 from .core import valsort
@@ -135,7 +136,7 @@ def sort_files(
         if cpu is None and on_cpu(None, input_bytes, device_memory_limit):
             cpu = small = True  # else None: the GPUs where any is visible
         if cpu and input_bytes > crc.LOAD_BYTES:
-            crc.warm_in_background()  # the CPU's record checksum, loading while the job is set up
+            crc.start_apart()  # the CPU's record checksums' process, loading its loop while the job is set up
     clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:
         from .cluster import open_client
@@ -254,8 +255,9 @@ def _sort_fixed(
             8 << 30 if gpu else 0,
             f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
         )
-    if not res.gpus and client is None and nbytes > crc.LOAD_BYTES:
-        crc.warm_in_background()  # the record checksum's compiled loop, while the job is set up
+    apart = not res.gpus and client is None and nbytes > crc.LOAD_BYTES  # checksums summed by a process of their own
+    if apart:
+        crc.start_apart()
     t0, t_valid = clock
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
@@ -294,10 +296,11 @@ def _sort_fixed(
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
                 job = F.Job(
                     job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending,
-                    groups=groups, group_ranges=group_ranges, late_checksums=client is None and not res.gpus,
+                    groups=groups, group_ranges=group_ranges, checksums_apart=apart,
                     chain_spacing=chain_spacing,
                 )  # fmt: skip
                 dsk, run_keys, chain_keys, merge_keys = fixed.graph(job)
+                input_sums = _input_sums(job, res.threads) if apart else None
                 phases["allocate"] = time.perf_counter() - t_res
                 counts = {
                     "run": len(run_keys),
@@ -318,7 +321,8 @@ def _sort_fixed(
                     tier = "workers' disks" if run.worker else run.tier
                     tiers[tier] = tiers.get(tier, 0) + 1
                     _add(stages, times)
-                run_results = _late_checksums(job, run_results, res.threads, phases, stages)
+                if apart:
+                    run_results, merge_results = _checksums_apart(job, input_sums, run_results, merge_results, res.threads, phases)
                 for _, times in [*chain_results, *merge_results]:
                     _add(stages, times)
                 ins = valsort.combine([s for _, s, _ in run_results])
@@ -339,29 +343,37 @@ def _sort_fixed(
     return SortReport(str(input), out, fmt, n, nbytes, time.perf_counter() - t0, ins, outs, res.described, startup, phases, stages, tiers)
 
 
-def _late_checksums(job, run_results, threads: int, phases: dict, stages: dict) -> list:
-    """The run tasks' results with the input summaries their tasks left to later
-    (:func:`dsort.core.filesort.block_summary`: the blocks read while numba was loading the CPU's
-    checksum loop, which no task waited for), computed now on ``threads`` threads."""
+def _input_sums(job, threads: int):
+    """The input blocks' checksums, asked of the checksum process now (it sums them from the input
+    file while the sort runs): a future of their list, in block order."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from .core import filesort as F
+    items = [(path, offset, n, job.layout.row_bytes) for path, offset, n in job.blocks]
+    pool = ThreadPoolExecutor(1, thread_name_prefix="dsort-input-sums")
+    try:
+        return pool.submit(crc.sums_apart, items, threads)
+    finally:
+        pool.shutdown(wait=False)  # its thread ends with the sums
 
-    late = [i for i, r in enumerate(run_results) if r[1] is None]
-    if not late:
-        return run_results
 
-    def one(i):
-        t = time.perf_counter()
-        return F.block_summary(job, i), time.perf_counter() - t
-
+def _checksums_apart(job, input_sums, run_results, merge_results, threads: int, phases: dict):
+    """The run and merge tasks' results with the checksums that the checksum process summed from
+    the files (``Job.checksums_apart``): the input blocks' (``input_sums``, asked at the start), and
+    the output ranges' now that they are written. Phase "checksums": the wait for both."""
     t = time.perf_counter()
-    crc.wait_loaded()
-    with ThreadPoolExecutor(threads, thread_name_prefix="dsort-checksum") as pool:
-        got = dict(zip(late, pool.map(one, late)))
-    phases["late checksums"] = time.perf_counter() - t
-    _add(stages, {"checksum (late)": sum(dt for _, dt in got.values())})
-    return [(run, got[i][0] if i in got else s, times) for i, (run, s, times) in enumerate(run_results)]
+    rb = job.layout.row_bytes
+    starts = [0]
+    for r in job.range_rows:
+        starts.append(starts[-1] + r)
+    outputs = crc.sums_apart([(job.output, job.out_offset + a * rb, r, rb) for a, r in zip(starts, job.range_rows)], threads)
+    inputs = input_sums.result()
+    phases["checksums"] = time.perf_counter() - t
+    runs = [
+        (run, valsort.Summary(records=n, checksum=c, bytes=n * rb), times)
+        for (run, _, times), (_, _, n), c in zip(run_results, job.blocks, inputs)
+    ]
+    merges = [(replace(s, checksum=c) if s.records else s, times) for (s, times), c in zip(merge_results, outputs)]
+    return runs, merges
 
 
 def _first_use_notice(stream) -> None:

@@ -68,3 +68,37 @@ def test_the_loop_is_not_loaded_for_what_the_zlib_loop_does_faster(rng, monkeypa
     big = rng.integers(0, 256, ((1 << 20) // 100 + 1, 100), dtype=np.uint8)
     np.testing.assert_array_equal(crc.crc32_rows(big), _zlib(big))
     assert calls == [big.size]
+
+
+@pytest.mark.parametrize("width", [1, 7, 100, 257])
+def test_range_sums_of_a_file_are_valsorts(tmp_path, rng, monkeypatch, width):
+    """valsort's checksum of ranges of a file (the sum of each record's zlib CRC-32): empty, one
+    record, ranges read in several pieces, unaligned offsets; by the checksum process and here."""
+    monkeypatch.setattr(crc, "PIECE_BYTES", 1000)  # several pieces a range
+    data = rng.integers(0, 256, (3000, width), dtype=np.uint8)
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"xyz" + data.tobytes())
+    ranges = [(0, 0), (0, 1), (5, 1), (0, 3000), (17, 2000), (2999, 1)]
+    items = [(str(path), 3 + a * width, n, width) for a, n in ranges]
+    want = [int(_zlib(data[a : a + n]).astype(np.uint64).sum()) for a, n in ranges]
+    assert crc.range_sums(items, 3) == want
+    assert crc.range_sums([], 3) == []
+    crc.start_apart()
+    assert crc.sums_apart(items, 2) == want  # the process keeps its own PIECE_BYTES: whole ranges at once
+
+
+def test_a_checksum_process_gone_leaves_the_sums_to_this_one(tmp_path, rng):
+    """The checksum process ended (killed, say): the sums are made here, the same; a file that
+    cannot be read is an error that names it, wherever it is summed."""
+    data = rng.integers(0, 256, (500, 100), dtype=np.uint8)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data.tobytes())
+    crc.start_apart()
+    helper = crc._apart[0]
+    assert helper is not None
+    helper.proc.kill()
+    helper.proc.wait()
+    assert crc.sums_apart([(str(path), 0, 500, 100)], 2) == [int(_zlib(data).astype(np.uint64).sum())]
+    with pytest.raises(OSError, match="gone.bin"):
+        crc.sums_apart([(str(tmp_path / "gone.bin"), 0, 5, 100)], 2)
+    crc._apart.clear()  # a new process for the tests after this one

@@ -3,6 +3,8 @@ NumPy's and pandas' stable sorts: records and ``.npy``, sizes around the block a
 empty files among several, runs kept on the GPU, in host memory and on disk."""
 
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pandas as pd
@@ -391,27 +393,62 @@ def test_cpu_and_gpu_are_exclusive_and_gpu_needs_a_device(tmp_path, capsys):
     assert os.listdir(tmp_path) == ["in.bin"]
 
 
-@pytest.mark.parametrize("loading", [True, False])
-def test_blocks_read_while_the_checksum_loop_loads_are_checksummed_after_the_merges(tmp_path, monkeypatch, loading, rng):
-    """The embedded CPU sort never waits for numba's checksum loop: blocks read while it loads are
-    checksummed after the merges, from the input; the input's checksum is valsort's either way
-    (the sum of every record's zlib CRC-32), and a record lost on the way is still caught."""
+@pytest.mark.parametrize("apart", [True, False])
+def test_the_cpu_sorts_checksums_are_summed_from_the_files_by_a_process_of_their_own(tmp_path, monkeypatch, apart, rng):
+    """The embedded CPU sort of more than LOAD_BYTES has its checksums summed from the input and
+    output files by the checksum process (numba never loads in the sorting process); the input's
+    checksum is valsort's either way (the sum of every record's zlib CRC-32), and a record lost or
+    changed on the way is still caught."""
     import zlib
 
+    from dsort import engine
     from dsort.core import filesort
     from dsort.engine import crc
     from dsort.service import CheckFailed
 
-    monkeypatch.setattr(crc, "loading", lambda: loading)  # numba loading its loop in the background, or not
+    monkeypatch.setattr(crc, "LOAD_BYTES", 0 if apart else 1 << 40)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(3_000, src, seed=int(rng.integers(1 << 30)))
     r = _sort(src, out, "cpu", "memory", 50_000)  # 6 blocks
     data = np.fromfile(src, np.uint8).reshape(-1, 100)
     assert r.input_summary.checksum == sum(zlib.crc32(row.tobytes()) for row in data) == r.output_summary.checksum
-    assert ("late checksums" in r.phases) == loading
+    assert ("checksums" in r.phases) == apart
+    if apart:
+        assert crc._apart and crc._apart[0].proc.poll() is None  # the process, alive for the next job
     np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
     real = filesort.sort_and_keep
     monkeypatch.setattr(filesort, "sort_and_keep", lambda job, i, rows, *a, **k: real(job, i, rows[1:] if i == 2 else rows, *a, **k))
     with pytest.raises(CheckFailed):
         _sort(src, tmp_path / "lost.bin", "cpu", "memory", 50_000)
     assert not (tmp_path / "lost.bin").exists()
+    monkeypatch.setattr(filesort, "sort_and_keep", real)
+    take_rows = engine.take_rows
+
+    def changing(values, positions):  # one payload byte changed in the merges: still in order, counts equal
+        got = take_rows(values, positions)
+        if got.ndim == 2 and got.shape[1] > 10 and len(got):
+            got[0, 50] ^= 1
+        return got
+
+    monkeypatch.setattr(filesort.engines, "take_rows", changing)
+    with pytest.raises(CheckFailed, match="checksum"):
+        _sort(src, tmp_path / "changed.bin", "cpu", "memory", 50_000)
+    assert not (tmp_path / "changed.bin").exists()
+
+
+def test_the_sorting_process_never_loads_numba_where_the_checksums_are_apart(tmp_path):
+    """In a fresh process: a CPU sort whose checksums the checksum process sums leaves numba unloaded
+    (its import holds the GIL a second and more, slowing every thread of the sort)."""
+    code = (
+        "import sys\n"
+        "from dsort.engine import crc\n"
+        "crc.LOAD_BYTES = 0\n"
+        "from dsort.io import gen\n"
+        "from dsort.service import sort_files\n"
+        f"gen.records(2000, {str(tmp_path / 'in.bin')!r})\n"
+        f"r = sort_files({str(tmp_path / 'in.bin')!r}, {str(tmp_path / 'out.bin')!r}, cpu=True, progress=False, stream=sys.stderr)\n"
+        "print('checksums' in r.phases, 'numba' in sys.modules, r.output_summary.checksum == r.input_summary.checksum > 0)\n"
+    )
+    got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.split() == ["True", "False", "True"]

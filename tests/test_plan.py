@@ -29,7 +29,7 @@ def _value(run, i):
 def runs_and_targets(draw):
     """P sorted runs: random sizes (empty runs, one run, skew: each run draws from its own range),
     heavy duplicates, all-equal, NaN, byte rows; the order (descending, NaN position); targets."""
-    kind = draw(st.sampled_from(["int", "float", "rows", "wide rows"]))
+    kind = draw(st.sampled_from(["int", "float", "rows", "wide rows", "wide rows tied in a word"]))
     descending, na_position = draw(st.sampled_from(ORDERS))
     p = draw(st.integers(1, 8))
     seed = draw(st.integers(0, 2**32 - 1))
@@ -48,8 +48,10 @@ def runs_and_targets(draw):
         elif kind == "rows":
             x = (raw % 3).astype(np.uint8)[:, None] * np.ones((1, 3), np.uint8)
             x[:, 2] = rng.integers(0, 2, n)
-        else:  # 10 varying byte columns: no 64-bit word holds the key (the cuts sort the windows)
+        elif kind == "wide rows":  # 10 varying byte columns: no 64-bit word holds the key (the cuts sort the windows)
             x = ((raw[:, None] + np.arange(10)) % 7).astype(np.uint8)
+        else:  # the same, many keys equal in their first eight bytes and not after them
+            x = np.concatenate([((raw[:, None] % 2 + np.arange(8)) % 7), rng.integers(0, 3, (n, 2))], axis=1).astype(np.uint8)
         runs.append(E.sort(x, descending=descending, na_position=na_position))
     total = sum(len(r) for r in runs)
     targets = np.array(sorted(draw(st.lists(st.integers(0, total), min_size=1, max_size=6))), np.int64)
@@ -89,26 +91,42 @@ def test_cuts_are_exact_and_stable(case):
 @settings(max_examples=200, deadline=None)
 @given(runs_and_targets())
 def test_selection_and_sort_of_the_windows_agree(case):
-    """The cuts by selection (keys that fit a word) equal the cuts by a stable sort of the windows."""
+    """The cuts by selection (one word per key, or the first eight bytes of wider keys) equal the
+    cuts by a stable sort of the windows, and so do those from the windows joined (plan.Windows)."""
     runs, targets, spacing, descending, na_position = case
-    fast, _, _ = _cuts(runs, targets, spacing, descending, na_position)
-    words = E.order_words
+    fast, lo, hi = _cuts(runs, targets, spacing, descending, na_position)
+    prefix = E.order_prefix
     try:
-        E.order_words = lambda *a, **k: None
+        E.order_prefix = lambda *a, **k: (None, None)
         sorted_, _, _ = _cuts(runs, targets, spacing, descending, na_position)
     finally:
-        E.order_words = words
+        E.order_prefix = prefix
     assert np.array_equal(fast, sorted_)
+    per_run = [np.concatenate([r[lo[t, q] : hi[t, q]] for t in range(len(targets))]) for q, r in enumerate(runs)]
+    joined = plan.Windows.from_runs(per_run, hi - lo)
+    assert np.array_equal(plan.exact_cuts(joined, lo, targets, descending, na_position), fast)
 
 
-def test_order_words_fit_where_keys_do(rng):
+def test_order_prefix_is_the_whole_order_where_keys_fit_a_word(rng):
     x = rng.integers(0, 9, (50, 12)).astype(np.uint8)
     x[:, 4:] = 0  # 4 varying byte columns: one word
-    assert E.order_words(x).dtype == np.uint64 and E.order_words(np.zeros((0, 12), np.uint8)).shape == (0,)
-    assert E.order_words(rng.integers(0, 9, (50, 12)).astype(np.uint8)) is None
+    words, whole = E.order_prefix(x)
+    assert words.dtype == np.uint64 and whole is None and E.order_prefix(np.zeros((0, 12), np.uint8)) == (None, None)
     f = np.array([np.nan, -0.0, 1.5, 0.0])
-    w = E.order_words(f, na_position="first")
-    assert w[0] < w[1] == w[3] < w[2]
+    w, whole = E.order_prefix(f, na_position="first")
+    assert whole is None and w[0] < w[1] == w[3] < w[2]
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_order_prefix_of_wide_keys_orders_them_by_their_first_eight_bytes(rng, descending):
+    """Keys of 12 varying bytes: words never contradict the order (as Python compares the bytes),
+    and equal words leave the order to the whole keys given beside them."""
+    x = rng.integers(0, 3, (300, 12)).astype(np.uint8)
+    words, whole = E.order_prefix(x, descending)
+    assert whole is not None
+    want = sorted(range(len(x)), key=lambda i: bytes(x[i]), reverse=descending)
+    got = sorted(range(len(x)), key=lambda i: (int(words[i]), bytes(whole[i])))
+    assert [bytes(x[i]) for i in got] == [bytes(x[i]) for i in want]
 
 
 @settings(max_examples=200, deadline=None)

@@ -73,6 +73,31 @@ def test_many_slices_of_disk_runs_read_in_one_batch(tmp_path, rng):
     store.close()
 
 
+@pytest.mark.parametrize("dtype", [None, "<i8"])
+def test_windows_of_runs_read_as_one_gather_equal_their_slices(tmp_path, rng, dtype):
+    """The cuts' windows (dsort.core.filesort.read_windows): runs in memory, in files and a chain
+    (read slice by slice) give the same keys, cut by cut and run by run, empty windows and empty
+    runs too."""
+    from dsort.core import filesort as F
+
+    lay = R.Layout(12, 8, dtype) if dtype else R.Layout(12, 10)
+    store = R.RunStore(_config(tmp_path, 12, host_budget=40_000))
+    blocks = [rng.integers(0, 256, (n, 12), dtype=np.uint8) for n in (3000, 0, 2500, 4000, 10, 700)]
+    runs = [store.put(i, b) for i, b in enumerate(blocks[:5])]
+    runs.append(R.Chain("job", 0, (store.put(20, blocks[5][:300]), store.put(21, blocks[5][300:]))))
+    assert {r.tier for r in runs} == {"host", "disk", "chain"}
+    lo = np.stack([np.sort(rng.integers(0, len(b) + 1, 7)) for b in blocks], axis=1)
+    hi = np.minimum(lo + rng.integers(0, 40, lo.shape), [len(b) for b in blocks])
+    got = F.read_windows(store, lay, runs, lo, hi)
+    assert len(got) == len(lo)
+    for t in range(len(lo)):
+        keys, lengths = got.of(t)
+        want = [lay.keys(np.ascontiguousarray(b[lo[t, q] : hi[t, q]])) for q, b in enumerate(blocks)]
+        np.testing.assert_array_equal(lengths, [len(w) for w in want])
+        np.testing.assert_array_equal(keys, np.concatenate(want))
+    store.close()
+
+
 def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
     cfg = _config(tmp_path, 4)
     assert R.store(cfg) is R.store(cfg)

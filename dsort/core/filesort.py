@@ -47,7 +47,6 @@ from . import valsort
 from . import chunk, diskio, plan
 from .. import engine as engines
 from . import runs as R
-from ..engine import crc
 from ..engine import device as dev
 
 
@@ -111,7 +110,7 @@ class Job(FirstPass):
     gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
     descending: bool = False
     na_position: str = "last"
-    late_checksums: bool = False  # blocks read before the CPU's checksum loop is loaded are checksummed after the merges
+    checksums_apart: bool = False  # on the CPU: checksums summed from the files by their own process (crc.sums_apart)
     chain_spacing: int = 0  # the chains' sample spacing, where there is a first pass (FirstPass.final)
     groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
     group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
@@ -219,23 +218,13 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
         finally:
             os.close(fd)
         watch.lap("read + copy in")
-    if gpu is None and job.late_checksums and crc.loading():
-        summary = None  # numba still loading its checksum loop: this block's comes after the merges (block_summary)
+    if gpu is None and job.checksums_apart:
+        summary = None  # summed from the input file by the checksum process (Job.checksums_apart)
     else:
-        if gpu is None and crc.wait_loaded():
-            watch.lap("load checksum")  # numba's first load in this process (dsort.engine.crc)
         summary = valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * lay.row_bytes)
         sync(gpu)
         watch.lap("checksum")
     return sort_and_keep(job, i, rows, watch, gpu), summary
-
-
-def block_summary(job: Job, i: int) -> valsort.Summary:
-    """Input block ``i``'s count and checksum, read again from the input (on the CPU): for the blocks
-    whose run task did not wait for the checksum loop (``Job.late_checksums``)."""
-    path, offset, n = job.blocks[i]
-    rows = diskio.read_file(path, offset, n, job.layout.row_bytes)
-    return valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * job.layout.row_bytes)
 
 
 def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
@@ -306,26 +295,34 @@ def _samples(job, runs) -> list:
     return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
 
 
-def read_windows(store, layout, runs, lo, hi, recover=None) -> list:
-    """The keys of every run inside its window around every cut (``[t][q]``: run ``q``'s keys
-    ``[lo[t, q], hi[t, q])``, NumPy), read in one batch (a few pages each; one mapping per run; runs of
-    a worker that is gone made again by ``recover``, as the merges do).
-    ``layout`` None: the runs' rows are their keys (a dataframe's, each run at its own width)."""
-
-    def keys(rows):
-        return rows if layout is None else np.ascontiguousarray(layout.keys(rows))
-
-    items = [(t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]]
-    got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items], recover=recover)
-    empty = [keys(np.empty((0, layout.row_bytes if layout else r.row_bytes or store.config.row_bytes), np.uint8)).copy() for r in runs]
-    out = [list(empty) for _ in range(lo.shape[0])]
-    if layout is not None and len(got) > 1 and len({g.shape[1:] for g in got}) == 1:  # one key extraction for all, not thousands
-        got = np.split(keys(np.concatenate(got)), np.cumsum([len(g) for g in got])[:-1])
-    else:
-        got = [keys(rows) for rows in got]
-    for (t, q), k in zip(items, got):
-        out[t][q] = k
-    return out
+def read_windows(store, layout, runs, lo, hi, recover=None):
+    """The keys of every run inside its window around every cut: run ``q``'s keys ``[lo[t, q],
+    hi[t, q])`` for every cut ``t`` (NumPy). With a ``layout``, a :class:`~dsort.core.plan.Windows`
+    (all keys joined, cut by cut): each run's windows gathered at once where this process holds
+    the run (:meth:`~dsort.core.runs.RunStore.gather`), the others' read in one batch (runs of a
+    worker that is gone made again by ``recover``, as the merges do). ``layout`` None: the runs'
+    rows are their keys (a dataframe's, each run at its own width), ``[t][q]`` lists."""
+    if layout is None:
+        items = [(t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]]
+        got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items], recover=recover)
+        out = [[np.empty((0, r.row_bytes or store.config.row_bytes), np.uint8) for r in runs] for _ in range(lo.shape[0])]
+        for (t, q), k in zip(items, got):
+            out[t][q] = k
+        return out
+    kb = layout.key_bytes
+    keys_of = R.Layout(kb, kb, layout.dtype).keys  # the key bytes gathered: whole rows of this layout
+    lengths = np.maximum(np.asarray(hi, np.int64) - np.asarray(lo, np.int64), 0)
+    per_run = [store.gather(r, lo[:, q], hi[:, q], kb) for q, r in enumerate(runs)]
+    rest = [(q, t) for q, g in enumerate(per_run) if g is None for t in range(lo.shape[0]) if lengths[t, q]]
+    got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for q, t in rest], recover=recover) if rest else []
+    at = 0
+    for q, g in enumerate(per_run):
+        if g is None:
+            n = int(np.count_nonzero(lengths[:, q]))
+            parts = [np.ascontiguousarray(x[:, :kb]) for x in got[at : at + n]]
+            per_run[q] = np.concatenate(parts) if parts else np.empty((0, kb), np.uint8)
+            at += n
+    return plan.Windows.from_runs([keys_of(np.ascontiguousarray(g)) for g in per_run], lengths)
 
 
 def merge_task(job: Job, cut, t: int):
@@ -343,9 +340,10 @@ def merge_task(job: Job, cut, t: int):
         if merged is None:
             return valsort.Summary(), watch.times
         keys, rows = merged
-        summary = valsort.summarize(keys, rows, descending=job.descending)
+        apart = gpu is None and job.checksums_apart  # the output's checksum summed from the file afterwards
+        summary = valsort.summarize(keys, rows, descending=job.descending, with_checksum=not apart)
         sync(gpu)
-        watch.lap("checksum")
+        watch.lap("order check" if apart else "checksum")
         _write_at(job.output, job.out_offset + first * lay.row_bytes, rows, gpu)
         watch.lap("copy out + write" if gpu is not None else "write")
     return summary, watch.times

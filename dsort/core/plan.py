@@ -155,42 +155,77 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     return lo, hi
 
 
+class Windows:
+    """Every run's keys inside its window around every cut, joined cut by cut (run order within a
+    cut): ``keys`` and ``lengths[t, q]`` (run ``q``'s keys around cut ``t``). What
+    :func:`exact_cuts` reads, without one array per window (there are runs x cuts of them)."""
+
+    def __init__(self, keys, lengths):
+        self.keys, self.lengths = keys, np.asarray(lengths, np.int64)
+        self._starts = offsets(self.lengths.sum(axis=1))
+
+    @classmethod
+    def from_runs(cls, per_run: list, lengths) -> Windows:
+        """From each run's windows joined cut by cut (``per_run[q]``: its windows around cut 0,
+        then 1, ...): the same keys reordered cut by cut."""
+        lengths = np.asarray(lengths, np.int64)
+        flat = np.concatenate(per_run) if per_run else np.empty((0,), np.uint8)
+        by_run = offsets(lengths.T.reshape(-1)).reshape(lengths.shape[1], lengths.shape[0]).T  # window (t, q)'s start in flat
+        by_cut = offsets(lengths.reshape(-1)).reshape(lengths.shape)  # and where it goes
+        at = np.repeat((by_run - by_cut).reshape(-1), lengths.reshape(-1)) + np.arange(int(lengths.sum()), dtype=np.int64)
+        return cls(flat[at], lengths)
+
+    def __len__(self) -> int:
+        return self.lengths.shape[0]
+
+    def of(self, t: int):
+        """``(keys, lengths)`` of cut ``t``'s windows."""
+        a = int(self._starts[t])
+        return self.keys[a : a + int(self.lengths[t].sum())], self.lengths[t]
+
+
 def exact_cuts(window_keys, lo, targets, descending=False, na_position="last"):
-    """Exact cuts from the windows: ``window_keys[t][q]`` holds run ``q``'s keys at positions
-    ``lo[t, q]`` up to ``hi[t, q]`` (NumPy). Returns the cuts, int64 of shape ``(len(targets), P)``.
+    """Exact cuts from the windows: ``window_keys`` (a :class:`Windows`, or lists ``[t][q]``) holds
+    run ``q``'s keys at positions ``lo[t, q]`` up to ``hi[t, q]`` (NumPy). Returns the cuts, int64
+    of shape ``(len(targets), P)``.
 
     Everything before ``lo`` comes before the cut; of the window elements, the first
-    ``k - sum(lo)`` in (key, run, position) order complete it: found by a selection where the keys
-    fit a 64-bit word (:func:`_first_by_selection`), else by a stable sort of the windows
-    concatenated in run order.
+    ``k - sum(lo)`` in (key, run, position) order complete it: found by a selection on one word per
+    key (:func:`_first_by_selection`; keys wider than a word by their first eight bytes, ties in
+    those sorted whole), else by a stable sort of the windows concatenated in run order.
     """
     lo = np.asarray(lo, dtype=np.int64)
     targets = np.asarray(targets, dtype=np.int64).reshape(-1)
     cuts = lo.copy()
     for i, k in enumerate(targets):
+        if isinstance(window_keys, Windows):
+            keys, lengths = window_keys.of(i)
+        else:
+            parts = window_keys[i]
+            lengths = np.array([len(x) for x in parts], dtype=np.int64)
+            keys = np.concatenate(parts) if int(lengths.sum()) else None
         need = int(k - lo[i].sum())
-        parts = window_keys[i]
-        lengths = np.array([len(x) for x in parts], dtype=np.int64)
         if need < 0 or need > lengths.sum():
             raise ValueError(f"target {int(k)} lies outside its windows: sampling bounds were wrong")
         if need == 0:
             continue
-        keys = np.concatenate(parts)
-        words = E.order_words(keys, descending, na_position)
+        words, whole = E.order_prefix(keys, descending, na_position)
         if words is not None:
-            cuts[i] += _first_by_selection(words, lengths, need)
+            cuts[i] += _first_by_selection(words, lengths, need, whole)
             continue
-        run = np.repeat(np.arange(len(parts)), lengths)
+        run = np.repeat(np.arange(len(lengths)), lengths)
         order = E.argsort(keys, descending=descending, na_position=na_position)
-        cuts[i] += np.bincount(run[order[:need]], minlength=len(parts))
+        cuts[i] += np.bincount(run[order[:need]], minlength=len(lengths))
     return cuts
 
 
-def _first_by_selection(words, lengths, need: int):
+def _first_by_selection(words, lengths, need: int, whole=None):
     """How many of each window's keys are among the first ``need`` of them all in (key, run)
-    order, the windows' order words (:func:`~dsort.engine.numpy_engine.order_words`) concatenated,
+    order, the windows' order words (:func:`~dsort.engine.numpy_engine.order_prefix`) concatenated,
     each window sorted: the ``need``-th smallest word found by a selection, then every key below
-    it, and of those equal to it the first in run order. Linear, where a sort of the windows is not."""
+    it, and of those equal to it the first in run order; where the words are the keys' first eight
+    bytes only (``whole``: the keys' order strings), those equal to it sorted by the whole key
+    first. Linear, where a sort of the windows is not."""
     v = np.partition(words, need - 1)[need - 1]
     if words.dtype.kind == "f" and np.isnan(v):  # NaN: after every number, equal to every NaN
         equal = np.isnan(words)
@@ -203,8 +238,13 @@ def _first_by_selection(words, lengths, need: int):
         c = np.concatenate([[0], np.cumsum(mask, dtype=np.int64)])
         return c[ends] - c[ends - lengths]
 
-    less, ties = per_window(below), per_window(equal)
+    less = per_window(below)
     left = need - int(less.sum())
+    if whole is not None:  # the ties in the first eight bytes, in (whole key, run, position) order
+        tied = np.flatnonzero(equal)
+        first = tied[np.argsort(whole[tied], kind="stable")[:left]]
+        return less + np.bincount(np.searchsorted(ends, first, side="right"), minlength=len(lengths))
+    ties = per_window(equal)
     return less + np.clip(left - (np.cumsum(ties) - ties), 0, ties)
 
 

@@ -339,6 +339,28 @@ class RunStore:
                 out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
         return _joined(out, where)
 
+    def gather(self, run, lo, hi, columns: int):
+        """The first ``columns`` bytes of rows ``[lo[j], hi[j])`` of ``run`` for every ``j``, joined
+        in order (``(rows, columns)`` uint8): one gather where :meth:`read_many` would read each
+        range apart (the cuts read a window of every run around every cut, thousands of them).
+        None where the run is not in this process's memory or a file it sees (a GPU's, another
+        process's or another machine's run, a chain): the caller reads those with :meth:`read_many`."""
+        import dask
+
+        if isinstance(run, Chain) or dask.config.get("dsort.read-runs-where-they-are", False):
+            return None
+        if run.tier == "host" and run.index in self._data and isinstance(self._data[run.index], np.ndarray):
+            rows = self._data[run.index]
+        elif run.tier == "disk" and os.path.exists(run.path):  # else gone or elsewhere: read_many fetches or makes it again
+            rb = run.row_bytes or self.config.row_bytes
+            rows = self._files.read(run.path, 0, run.rows, rb) if run.rows else np.empty((0, rb), np.uint8)
+        else:
+            return None
+        lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        lengths = np.maximum(hi - lo, 0)
+        at = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+        return rows[:, :columns][at]
+
     def fetch_remote(self, items, recover=None) -> dict:
         """``{item: NumPy rows}`` for the items whose run lies on another machine's disk (its file
         is not visible here): one task on each such worker reads all of this task's slices there

@@ -162,15 +162,22 @@ class Summary:
         return f"{self.records:,} records, checksum {self.checksum:x}"
 
 
-def summarize(keys, rows=None, *, descending: bool = False, checksums=None, nbytes: int | None = None) -> Summary:
+def summarize(
+    keys, rows=None, *, descending: bool = False, checksums=None, nbytes: int | None = None, with_checksum: bool = True
+) -> Summary:
     """Summary of one chunk: ``keys`` (1-D numbers or 2-D byte rows) and the records' bytes ``rows``.
 
     ``rows`` defaults to the keys' own bytes (a ``.npy`` array: the record is the element). Pass
     ``checksums`` (one uint32/uint64 hash per record) instead of ``rows`` for records that are not
-    fixed-width bytes. Returns host values only, whatever device ``keys`` is on.
+    fixed-width bytes. ``with_checksum`` False: no checksum (0; the caller sums it elsewhere), the order only.
+    Returns host values only, whatever device ``keys`` is on.
     """
     xp = xp_of(keys)
     n = len(keys)
+    if not with_checksum:
+        rows = as_rows(keys) if rows is None else rows
+        nbytes = rows.size if nbytes is None else nbytes
+        checksums = np.zeros(0, np.uint32)
     if checksums is None:
         rows = as_rows(keys) if rows is None else rows
         nbytes = rows.size if nbytes is None else nbytes

@@ -9,16 +9,23 @@ L1), four records at a time so their lookups overlap, without the GIL so that th
 
 Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
 load, a fraction of a microsecond per record; so do inputs up to :data:`LOAD_BYTES` while the loop
-is not loaded (a job that will checksum more starts loading it in the background). The GPU's checksum is in
+is not loaded. The embedded CPU sort sums its records' checksums in a process of its own
+(:func:`start_apart`, :func:`sums_apart`), from the files. The GPU's checksum is in
 :mod:`dsort.core.valsort` (table lookups there are cheap).
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
+import os
+import pickle
+import subprocess
 import sys
 import threading
 import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 
@@ -57,13 +64,7 @@ def crc32_rows(rows: np.ndarray) -> np.ndarray:
 
 def loaded() -> bool:
     """Whether the compiled loop is loaded in this process."""
-    return "dsort.engine._crc_jit" in sys.modules and not (_warming and _warming[0].is_alive())
-
-
-def loading() -> bool:
-    """Whether :func:`warm_in_background` is loading the loop right now."""
-    with _lock:
-        return bool(_warming) and _warming[0].is_alive()
+    return "dsort.engine._crc_jit" in sys.modules
 
 
 def warm() -> None:
@@ -73,27 +74,148 @@ def warm() -> None:
     crc32_rows_into(np.zeros((4, 8), np.uint8), tables(), np.empty(4, np.uint32))
 
 
-def wait_loaded() -> bool:
-    """Wait for a :func:`warm_in_background` still loading; True if there was one to wait for (a
-    job times that wait as its own stage, apart from the checksums)."""
-    with _lock:
-        t = _warming[0] if _warming else None
-    if t is None or not t.is_alive():
-        return False
-    t.join()
-    return True
-
-
-_warming: list[threading.Thread] = []
 _lock = threading.Lock()
 
 
-def warm_in_background() -> None:
-    """Start :func:`warm` in a thread of its own, once per process: a job that will checksum on the
-    CPU calls it first, so that numba's import and the loop's loading overlap the job's start, and
-    its threads' first checksums wait for them once (numba compiles a function once, under its
-    lock), not one after another."""
+# -- checksums of file ranges, in a process of their own -------------------------------------------
+#
+# numba's import and the loop's loading are about a second and a half of Python holding the GIL. In
+# the background of a CPU sort on 16 threads they made its run tasks 3x slower and its cuts 4x
+# (each thread coming back from NumPy waited for the GIL), though no task waited for the loop. The
+# embedded CPU sort therefore has the records' checksums summed by a helper process
+# (:func:`start_apart`), which loads the loop under its own GIL and reads the ranges from the files
+# themselves: the input's blocks while the sort runs, the output's ranges once written.
+
+PIECE_BYTES = 8 << 20  # a range is read and summed this many bytes at a time (one buffer a thread)
+
+
+def range_sum(path: str, offset: int, records: int, record_bytes: int) -> int:
+    """valsort's checksum (the exact sum of the records' CRC-32s) of ``records`` fixed-width
+    records of ``path`` from byte ``offset``."""
+    step = max(1, PIECE_BYTES // max(record_bytes, 1))
+    buf = np.empty(min(step, records) * record_bytes, np.uint8)
+    total = 0
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        for first in range(0, records, step):
+            m = min(step, records - first)
+            view = memoryview(buf)[: m * record_bytes]
+            done = 0
+            while done < len(view):
+                got = os.preadv(fd, [view[done:]], offset + first * record_bytes + done)
+                if got <= 0:
+                    raise OSError(f"{path}: unexpected end of file at byte {offset + first * record_bytes + done:,}")
+                done += got
+            total += int(crc32_rows(buf[: m * record_bytes].reshape(m, record_bytes)).astype(np.uint64).sum())
+    finally:
+        os.close(fd)
+    return total
+
+
+def range_sums(items, threads: int) -> list:
+    """:func:`range_sum` of every ``(path, offset, records, record_bytes)`` of ``items``, on
+    ``threads`` threads (the loop runs without the GIL)."""
+    items = list(items)
+    if not items:
+        return []
+    with ThreadPoolExecutor(max(1, min(threads, len(items))), thread_name_prefix="dsort-checksum") as pool:
+        return list(pool.map(lambda it: range_sum(*it), items))
+
+
+class _Apart:
+    """The helper process: requests ``(items, threads)`` and answers (the sums, or an error's
+    text), each a pickle after its length (8 bytes), over its standard input and output."""
+
+    def __init__(self):
+        root = str(Path(__file__).resolve().parents[2])  # this dsort, wherever it was imported from
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", "from dsort.engine.crc import _serve; _serve()"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            env=env,
+        )
+        self.lock = threading.Lock()
+
+    def sums(self, items, threads: int) -> list:
+        with self.lock:
+            _send(self.proc.stdin, (list(items), threads))
+            answer = _receive(self.proc.stdout)
+        if answer is None:
+            raise OSError(f"the checksum process ended (exit code {self.proc.poll()})")
+        if isinstance(answer, str):
+            raise OSError(answer)
+        return answer
+
+    def close(self) -> None:
+        """End the helper: its input closed (it exits), else after a second ended by its PID."""
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(1.0)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+def _send(stream, obj) -> None:
+    data = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(len(data).to_bytes(8, "little") + data)
+    stream.flush()
+
+
+def _receive(stream):
+    head = stream.read(8)
+    if len(head) < 8:
+        return None
+    return pickle.loads(stream.read(int.from_bytes(head, "little")))
+
+
+def _serve() -> None:
+    """The helper process's loop: the compiled loop loaded first, then every request answered
+    until its input closes."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the terminal's group is the parent's to handle
+    out, source = sys.stdout.buffer, sys.stdin.buffer
+    sys.stdout = sys.stderr  # nothing but answers on the pipe
+    try:
+        warm()
+        while (request := _receive(source)) is not None:
+            items, threads = request
+            try:
+                answer = range_sums(items, threads)
+            except Exception as e:  # the parent sums them itself, and says why if that fails too
+                answer = f"{type(e).__name__}: {e}"
+            _send(out, answer)
+    except (OSError, EOFError, pickle.PickleError):  # the parent gone (its pipes closed): nothing to answer
+        pass
+    os._exit(0)  # no interpreter teardown to wait for (the pool's threads, numba's)
+
+
+_apart: list = []  # the helper of this process, once started
+
+
+def start_apart() -> None:
+    """Start this process's checksum helper (once; it lives until the process ends): it loads the
+    compiled loop at once, apart from this process's threads."""
     with _lock:
-        if not _warming:
-            _warming.append(threading.Thread(target=warm, name="dsort-crc-warm", daemon=True))
-            _warming[0].start()
+        if _apart:
+            return
+        try:
+            _apart.append(_Apart())
+        except OSError:
+            _apart.append(None)  # no process to be had: sums_apart sums here
+            return
+        atexit.register(_apart[0].close)
+
+
+def sums_apart(items, threads: int) -> list:
+    """:func:`range_sums` of ``items``, computed by the helper process where :func:`start_apart`
+    started one and it answers; else (none, or it failed) here."""
+    helper = _apart[0] if _apart else None
+    if helper is not None:
+        try:
+            return helper.sums(items, threads)
+        except (OSError, ValueError, EOFError, pickle.PickleError):
+            pass
+    return range_sums(items, threads)

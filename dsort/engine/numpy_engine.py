@@ -240,16 +240,25 @@ def argsort(keys, descending=False, na_position="last"):
     return _argsort(_order_key(keys, descending, na_first)[0]).astype(np.int64, copy=False)
 
 
-def order_words(keys, descending=False, na_position="last"):
-    """One number per key whose ascending order (NumPy's: NaN last) is the wanted order, equal
-    keys equal numbers; None where no such number fits in 64 bits (byte keys with more than 8
-    varying byte columns). What a selection (``np.partition``) or a count of the keys below some
-    key needs, where a stable sort would be more than that."""
+def order_prefix(keys, descending=False, na_position="last"):
+    """``(words, whole)``: one number per key whose ascending order (NumPy's: NaN last) is the
+    wanted order, equal keys equal numbers, and ``whole`` None, where such a number fits in 64
+    bits; else (byte keys of more than 8 varying columns) the order key's first eight bytes as
+    big-endian words (their order never contradicts the wanted order; equal words need the whole
+    key) and ``whole``, the order keys themselves (``S<n>``, compared as bytes). ``(None, None)``
+    for no keys. What a selection (``np.partition``) or a count of the keys below some key needs,
+    where a stable sort would be more than that."""
+    if keys is None or not len(keys):
+        return None, None
     na_first = K.check_one(keys, na_position)
     k, _ = _order_key(keys, descending, na_first)
     if k.dtype.kind != "S":
-        return k
-    return _packed(k) if len(k) else np.zeros(0, np.uint64)
+        return k, None
+    packed = _packed(k)
+    if packed is not None:
+        return packed, None
+    prefix = np.ndarray((len(k),), ">u8", buffer=np.ascontiguousarray(k), strides=(k.dtype.itemsize,)).astype(np.uint64)
+    return prefix, k
 
 
 def merge(a, b, a_values=None, b_values=None, descending=False, na_position="last"):
