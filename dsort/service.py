@@ -135,8 +135,6 @@ def sort_files(
         input_bytes = sum(os.path.getsize(f) for f in files)
         if cpu is None and on_cpu(None, input_bytes, device_memory_limit):
             cpu = small = True  # else None: the GPUs where any is visible
-        if cpu and input_bytes > crc.LOAD_BYTES:
-            crc.start_apart()  # the CPU's record checksums' process, loading its loop while the job is set up
     clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:
         from .cluster import open_client
@@ -255,7 +253,7 @@ def _sort_fixed(
             8 << 30 if gpu else 0,
             f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
         )
-    apart = not res.gpus and client is None and nbytes > crc.LOAD_BYTES  # checksums summed by a process of their own
+    apart = not res.gpus and client is None and crc.worth_apart(nbytes, res.threads)  # checksums summed by a process of their own
     if apart:
         crc.start_apart()
     t0, t_valid = clock

@@ -54,7 +54,7 @@ def test_tables_are_zlibs():
 
 
 def test_the_loop_is_not_loaded_for_what_the_zlib_loop_does_faster(rng, monkeypatch):
-    """Not loaded: inputs up to LOAD_BYTES take zlib's loop (loading costs more); larger ones load it."""
+    """Not loaded: inputs up to LOAD_BYTES take the byte tables (loading costs more); larger ones load it."""
     import dsort.engine._crc_jit as jit
 
     calls = []
@@ -102,3 +102,28 @@ def test_a_checksum_process_gone_leaves_the_sums_to_this_one(tmp_path, rng):
     with pytest.raises(OSError, match="gone.bin"):
         crc.sums_apart([(str(tmp_path / "gone.bin"), 0, 5, 100)], 2)
     crc._apart.clear()  # a new process for the tests after this one
+
+
+def test_byte_tables_path_against_zlib(rng, monkeypatch):
+    """The byte tables (no compiled loop): random widths 1-300, no records, one record, blocks of
+    TABLE_BLOCK records and a part of one, rows that are views; as crc32_rows takes them while the
+    loop is not loaded; and the affine identity they rest on, for every width tried."""
+    monkeypatch.setattr(crc, "loaded", lambda: False)
+    monkeypatch.setattr(crc, "SMALL_BYTES", 0)  # every input past zlib's loop
+    for width in [1, 2, 3, 4, 5, 99, 100, 300, *rng.integers(1, 301, 6)]:
+        for n in (0, 1, 3, crc.TABLE_BLOCK, crc.TABLE_BLOCK + int(rng.integers(1, 50))):
+            rows = rng.integers(0, 256, (n, int(width)), dtype=np.uint8)
+            got = crc.crc32_rows(rows)
+            assert got.dtype == np.uint32 and got.shape == (n,)
+            np.testing.assert_array_equal(got, _zlib(rows), err_msg=f"{n} x {width}")
+    base = rng.integers(0, 256, (3000, 120), dtype=np.uint8)
+    np.testing.assert_array_equal(crc.crc32_rows(base[::3, 7:107]), _zlib(base[::3, 7:107]))
+    assert crc.crc32_rows(np.zeros((4, 0), np.uint8)).tolist() == [0] * 4
+    b = crc.byte_tables(5)
+    r = bytes([9, 0, 200, 1, 77])
+    assert zlib.crc32(r) == zlib.crc32(bytes(5)) ^ int(np.bitwise_xor.reduce([b[j][r[j]] for j in range(5)]))
+
+
+def test_a_large_input_is_summed_apart_and_a_smaller_one_by_tables():
+    assert not crc.worth_apart(crc.LOAD_BYTES, 1) and not crc.worth_apart(16 * crc.APART_BYTES_PER_THREAD, 16)
+    assert crc.worth_apart(16 * crc.APART_BYTES_PER_THREAD + 1, 16) and crc.worth_apart(crc.APART_BYTES_PER_THREAD + 1, 0)

@@ -395,7 +395,7 @@ def test_cpu_and_gpu_are_exclusive_and_gpu_needs_a_device(tmp_path, capsys):
 
 @pytest.mark.parametrize("apart", [True, False])
 def test_the_cpu_sorts_checksums_are_summed_from_the_files_by_a_process_of_their_own(tmp_path, monkeypatch, apart, rng):
-    """The embedded CPU sort of more than LOAD_BYTES has its checksums summed from the input and
+    """The embedded CPU sort of a large input (crc.worth_apart) has its checksums summed from the input and
     output files by the checksum process (numba never loads in the sorting process); the input's
     checksum is valsort's either way (the sum of every record's zlib CRC-32), and a record lost or
     changed on the way is still caught."""
@@ -406,7 +406,7 @@ def test_the_cpu_sorts_checksums_are_summed_from_the_files_by_a_process_of_their
     from dsort.engine import crc
     from dsort.service import CheckFailed
 
-    monkeypatch.setattr(crc, "LOAD_BYTES", 0 if apart else 1 << 40)
+    monkeypatch.setattr(crc, "worth_apart", lambda nbytes, threads: apart)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(3_000, src, seed=int(rng.integers(1 << 30)))
     r = _sort(src, out, "cpu", "memory", 50_000)  # 6 blocks
@@ -442,7 +442,7 @@ def test_the_sorting_process_never_loads_numba_where_the_checksums_are_apart(tmp
     code = (
         "import sys\n"
         "from dsort.engine import crc\n"
-        "crc.LOAD_BYTES = 0\n"
+        "crc.worth_apart = lambda nbytes, threads: True\n"
         "from dsort.io import gen\n"
         "from dsort.service import sort_files\n"
         f"gen.records(2000, {str(tmp_path / 'in.bin')!r})\n"

@@ -8,9 +8,10 @@ L1), four records at a time so their lookups overlap, without the GIL so that th
 6 GB/s per core on 100-byte records, against 0.16-0.5 GB/s before.
 
 Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
-load, a fraction of a microsecond per record; so do inputs up to :data:`LOAD_BYTES` while the loop
-is not loaded. The embedded CPU sort sums its records' checksums in a process of its own
-(:func:`start_apart`, :func:`sums_apart`), from the files. The GPU's checksum is in
+load, a fraction of a microsecond per record; inputs up to :data:`LOAD_BYTES` take byte tables
+(:func:`byte_tables`: NumPy gathers, 0.4-0.5 GB/s a core) while the loop is not loaded. The
+embedded CPU sort of a large input sums its records' checksums in a process of its own
+(:func:`start_apart`, :func:`sums_apart`, :func:`worth_apart`), from the files. The GPU's checksum is in
 :mod:`dsort.core.valsort` (table lookups there are cheap).
 """
 
@@ -30,8 +31,8 @@ from pathlib import Path
 import numpy as np
 
 SMALL_BYTES = 1 << 16  # inputs up to this many bytes take the zlib loop, always
-LOAD_BYTES = 32 << 20  # and up to this many while the compiled loop is not loaded: loading it
-# (numba's import and cache, 0.3 s to 2 s by machine) costs more than the loop's 0.2-0.5 GB/s
+LOAD_BYTES = 32 << 20  # and up to this many the byte tables while the compiled loop is not loaded: loading
+# it (numba's import and cache, 0.3 s to 2 s by machine) costs more than their 0.4-0.5 GB/s a core
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,12 +50,52 @@ def tables() -> np.ndarray:
     return t
 
 
+@functools.lru_cache(maxsize=8)
+def byte_tables(width: int) -> np.ndarray:
+    """``(width, 256)`` uint32: ``B[j][b]``, what byte ``b`` at position ``j`` of a ``width``-byte
+    record adds (XOR) to its CRC-32: the CRC register after ``b`` then ``width - 1 - j`` zero
+    bytes, from a zero register. CRC-32 is affine in the record's bits: ``zlib.crc32(r)`` is
+    ``zlib.crc32(bytes(width))`` XOR every ``B[j][r[j]]``."""
+    t0 = tables()[0]
+    b = np.empty((width, 256), np.uint32)
+    if width:
+        b[width - 1] = t0
+    for j in range(width - 2, -1, -1):
+        b[j] = (b[j + 1] >> 8) ^ t0[b[j + 1] & 0xFF]
+    return b
+
+
+TABLE_BLOCK = 8192  # records a step of the table path (their columns stay in the cache)
+
+
+def _crc32_by_tables(rows: np.ndarray) -> np.ndarray:
+    """:func:`crc32_rows` by :func:`byte_tables`: a NumPy gather and XOR a byte column, for blocks
+    of :data:`TABLE_BLOCK` records (0.4-0.5 GB/s a core; NumPy releases the GIL for each, so
+    threads scale), no compiled loop to load."""
+    n, w = rows.shape
+    b = byte_tables(w)
+    out = np.full(n, zlib.crc32(bytes(w)), np.uint32)
+    part = np.empty(min(n, TABLE_BLOCK), np.uint32)
+    for a in range(0, n if w else 0, TABLE_BLOCK):
+        m = min(TABLE_BLOCK, n - a)
+        columns = np.ascontiguousarray(rows[a : a + m].T)
+        acc, tmp = out[a : a + m], part[:m]
+        for j in range(w):
+            np.take(b[j], columns[j], out=tmp)
+            acc ^= tmp
+    return out
+
+
 def crc32_rows(rows: np.ndarray) -> np.ndarray:
-    """uint32 CRC-32 of each row of a 2-D ``uint8`` NumPy array, equal to ``zlib.crc32(row)``."""
+    """uint32 CRC-32 of each row of a 2-D ``uint8`` NumPy array, equal to ``zlib.crc32(row)``:
+    zlib's loop up to :data:`SMALL_BYTES`, byte tables (:func:`_crc32_by_tables`) up to
+    :data:`LOAD_BYTES` while the compiled loop is not loaded, else the compiled loop."""
     n = rows.shape[0]
-    if rows.size <= SMALL_BYTES or (rows.size <= LOAD_BYTES and not loaded()):
+    if rows.size <= SMALL_BYTES:
         rows = np.ascontiguousarray(rows)
         return np.fromiter((zlib.crc32(r) for r in rows), np.uint32, n)
+    if rows.size <= LOAD_BYTES and not loaded():
+        return _crc32_by_tables(rows)
     from ._crc_jit import crc32_rows_into
 
     out = np.empty(n, np.uint32)
@@ -190,6 +231,17 @@ def _serve() -> None:
     except (OSError, EOFError, pickle.PickleError):  # the parent gone (its pipes closed): nothing to answer
         pass
     os._exit(0)  # no interpreter teardown to wait for (the pool's threads, numba's)
+
+
+APART_BYTES_PER_THREAD = 64 << 20  # inputs of more than this a thread have their checksums summed apart
+
+
+def worth_apart(nbytes: int, threads: int) -> bool:
+    """Whether a CPU sort of ``nbytes`` on ``threads`` threads should have its checksums summed by
+    the checksum process: where the byte tables' 0.4-0.5 GB/s a core (in and out) would cost more
+    than the wait for that process to load numba (1-1.6 s, which a shorter job waits out at its
+    end): above :data:`APART_BYTES_PER_THREAD` a thread, and never at or below :data:`LOAD_BYTES`."""
+    return nbytes > max(LOAD_BYTES, APART_BYTES_PER_THREAD * max(1, threads))
 
 
 _apart: list = []  # the helper of this process, once started
