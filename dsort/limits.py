@@ -76,14 +76,16 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
     return Resources(threads, host, gpus, device_budget, where)
 
 
-def on_cpu(cpu, nbytes: int, device_memory_limit=None) -> bool:
-    """Whether an embedded sort of ``nbytes`` of input runs on the CPU: ``cpu`` where it is given
-    (True: ``--cpu``, False: ``--gpu``); else where the input is under
-    ``dsort.file-sort.gpu-min-input``, as starting a GPU costs more than such a whole sort on the
-    CPU, unless a ``device_memory_limit`` asks for the GPU."""
+def on_cpu(cpu, nbytes: int, device_memory_limit=None, threads: int = 1) -> bool:
+    """Whether an embedded sort of ``nbytes`` of input on ``threads`` CPU threads runs on the CPU:
+    ``cpu`` where it is given (True: ``--cpu``, False: ``--gpu``); else where the input is under
+    ``dsort.file-sort.gpu-min-input``, or under ``gpu-min-input-per-thread`` for each thread (the
+    CPU's sort scales with its threads, a GPU's start does not), as starting a GPU costs more than
+    such a whole sort on the CPU, unless a ``device_memory_limit`` asks for the GPU."""
     if cpu is not None:
         return bool(cpu)
-    return device_memory_limit is None and nbytes < config.nbytes("file-sort.gpu-min-input")
+    least = max(config.nbytes("file-sort.gpu-min-input"), config.nbytes("file-sort.gpu-min-input-per-thread") * max(1, int(threads)))
+    return device_memory_limit is None and nbytes < least
 
 
 def fmt_bytes(n) -> str:

@@ -133,7 +133,8 @@ def sort_files(
     small = False  # the CPU chosen for an input too small to pay for a GPU
     if client is None and scheduler is None:
         input_bytes = sum(os.path.getsize(f) for f in files)
-        if cpu is None and on_cpu(None, input_bytes, device_memory_limit):
+        threads = (threads_per_worker or os.cpu_count() or 1) * (n_workers or 1)
+        if cpu is None and on_cpu(None, input_bytes, device_memory_limit, threads):
             cpu = small = True  # else None: the GPUs where any is visible
     clock = (t0, time.perf_counter())  # the call's start, input validated
     if client is None and scheduler:

@@ -347,11 +347,14 @@ def test_on_cpu_chooses_the_cpu_for_inputs_under_gpu_min_input():
 
     from dsort.service import on_cpu
 
-    with dask.config.set({"dsort.file-sort.gpu-min-input": "1MB"}):
+    with dask.config.set({"dsort.file-sort.gpu-min-input": "1MB", "dsort.file-sort.gpu-min-input-per-thread": 0}):
         assert on_cpu(None, 999_999) and not on_cpu(None, 1_000_000)
         assert on_cpu(True, 10**12) and not on_cpu(False, 0)  # --cpu and --gpu win
         assert not on_cpu(None, 10, device_memory_limit="1GB")  # a device limit asks for the GPU
-    with dask.config.set({"dsort.file-sort.gpu-min-input": 0}):
+        with dask.config.set({"dsort.file-sort.gpu-min-input-per-thread": "200kB"}):  # the CPU's share grows with its threads
+            assert not on_cpu(None, 1_000_000, threads=5) and on_cpu(None, 1_999_999, threads=10)
+            assert not on_cpu(None, 2_000_000, threads=10) and on_cpu(None, 999_999, threads=0)
+    with dask.config.set({"dsort.file-sort.gpu-min-input": 0, "dsort.file-sort.gpu-min-input-per-thread": 0}):
         assert not on_cpu(None, 0)
 
 

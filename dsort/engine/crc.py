@@ -9,7 +9,7 @@ L1), four records at a time so their lookups overlap, without the GIL so that th
 
 Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
 load, a fraction of a microsecond per record; inputs up to :data:`LOAD_BYTES` take byte tables
-(:func:`byte_tables`: NumPy gathers, 0.4-0.5 GB/s a core) while the loop is not loaded. The
+(:func:`byte_tables`: NumPy gathers, 0.2-0.25 GB/s a core, threads scaling) while the loop is not loaded. The
 embedded CPU sort of a large input sums its records' checksums in a process of its own
 (:func:`start_apart`, :func:`sums_apart`, :func:`worth_apart`), from the files. The GPU's checksum is in
 :mod:`dsort.core.valsort` (table lookups there are cheap).
@@ -65,24 +65,22 @@ def byte_tables(width: int) -> np.ndarray:
     return b
 
 
-TABLE_BLOCK = 8192  # records a step of the table path (their columns stay in the cache)
+TABLE_BLOCK = 8192  # records a step of the table path (their columns and lookups stay in the cache)
 
 
 def _crc32_by_tables(rows: np.ndarray) -> np.ndarray:
-    """:func:`crc32_rows` by :func:`byte_tables`: a NumPy gather and XOR a byte column, for blocks
-    of :data:`TABLE_BLOCK` records (0.4-0.5 GB/s a core; NumPy releases the GIL for each, so
-    threads scale), no compiled loop to load."""
+    """:func:`crc32_rows` by :func:`byte_tables`, no compiled loop to load: for each block of
+    :data:`TABLE_BLOCK` records one NumPy gather of every byte's table entry and one XOR reduction,
+    each a long call that releases the GIL (0.2-0.25 GB/s a core, threads scaling: a gather and an
+    XOR per byte column, 0.44 GB/s on one thread, fell to 15 MB/s a thread on 16 threads, every
+    short call a fight for the GIL)."""
     n, w = rows.shape
     b = byte_tables(w)
     out = np.full(n, zlib.crc32(bytes(w)), np.uint32)
-    part = np.empty(min(n, TABLE_BLOCK), np.uint32)
+    at = np.arange(w)[:, None]
     for a in range(0, n if w else 0, TABLE_BLOCK):
         m = min(TABLE_BLOCK, n - a)
-        columns = np.ascontiguousarray(rows[a : a + m].T)
-        acc, tmp = out[a : a + m], part[:m]
-        for j in range(w):
-            np.take(b[j], columns[j], out=tmp)
-            acc ^= tmp
+        out[a : a + m] ^= np.bitwise_xor.reduce(b[at, np.ascontiguousarray(rows[a : a + m].T)], axis=0)
     return out
 
 
@@ -233,12 +231,12 @@ def _serve() -> None:
     os._exit(0)  # no interpreter teardown to wait for (the pool's threads, numba's)
 
 
-APART_BYTES_PER_THREAD = 64 << 20  # inputs of more than this a thread have their checksums summed apart
+APART_BYTES_PER_THREAD = 32 << 20  # inputs of more than this a thread have their checksums summed apart
 
 
 def worth_apart(nbytes: int, threads: int) -> bool:
     """Whether a CPU sort of ``nbytes`` on ``threads`` threads should have its checksums summed by
-    the checksum process: where the byte tables' 0.4-0.5 GB/s a core (in and out) would cost more
+    the checksum process: where the byte tables' 0.2-0.25 GB/s a core (in and out) would cost more
     than the wait for that process to load numba (1-1.6 s, which a shorter job waits out at its
     end): above :data:`APART_BYTES_PER_THREAD` a thread, and never at or below :data:`LOAD_BYTES`."""
     return nbytes > max(LOAD_BYTES, APART_BYTES_PER_THREAD * max(1, threads))
