@@ -98,6 +98,31 @@ def test_windows_of_runs_read_as_one_gather_equal_their_slices(tmp_path, rng, dt
     store.close()
 
 
+def _rss_file_kib() -> int:
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="reads RssFile from /proc (Linux)")
+def test_released_slices_of_run_files_leave_the_process_and_read_the_same(tmp_path):
+    """A merge done with its slices releases their mapped pages: the process's resident file pages
+    fall by the run's size, and the slices (views) still read the same bytes."""
+    store = R.RunStore(_config(tmp_path, 64))
+    rows = np.arange(64 << 20, dtype=np.uint8).reshape(-1, 64)  # 64 MiB, one run on disk
+    run = store.put(0, rows)
+    assert run.tier == "disk"
+    items = [(run, 0, len(rows) // 2), (run, len(rows) // 2, len(rows))]
+    before = _rss_file_kib()
+    got = store.read_many(items)
+    total = sum(int(g.sum(dtype=np.int64)) for g in got)  # every page touched
+    touched = _rss_file_kib()
+    store.release(items)
+    after = _rss_file_kib()
+    assert touched - before > 48 << 10 and touched - after > 48 << 10, (before, touched, after)
+    assert total == int(rows.sum(dtype=np.int64)) == sum(int(g.sum(dtype=np.int64)) for g in got)
+    store.close()
+
+
 def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
     cfg = _config(tmp_path, 4)
     assert R.store(cfg) is R.store(cfg)

@@ -70,6 +70,7 @@ class Handles:
 
     def __init__(self):
         self._maps: dict = {}
+        self._mmaps: dict = {}  # the mappings themselves, for release
         self._lock = threading.Lock()
         self._cap = max(16, min(MAX_MAPS, open_file_limit() // 4))
 
@@ -82,14 +83,18 @@ class Handles:
             fd = os.open(path, os.O_RDONLY)
             try:
                 size = os.fstat(fd).st_size
-                m = np.frombuffer(mmap.mmap(fd, size, access=mmap.ACCESS_READ), np.uint8) if size else np.empty(0, np.uint8)
+                mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ) if size else None
+                m = np.frombuffer(mm, np.uint8) if size else np.empty(0, np.uint8)
             finally:
                 os.close(fd)
         except OSError as e:
             raise OSError(f"{path}: {e}") from None
         with self._lock:
             while len(self._maps) >= self._cap:
+                self._mmaps.pop(next(iter(self._maps)), None)
                 self._maps.pop(next(iter(self._maps)))
+            if mm is not None:
+                self._mmaps.setdefault(path, mm)
             return self._maps.setdefault(path, m)
 
     def read(self, path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
@@ -106,14 +111,32 @@ class Handles:
         n = len(memoryview(buf).cast("B"))
         np.copyto(np.frombuffer(buf, np.uint8, n), self.read(path, offset, n, 1).reshape(-1))
 
+    def release(self, path, offset: int, nbytes: int) -> None:
+        """Let this process's mapping of bytes ``[offset, offset + nbytes)`` of ``path`` go (its
+        pages leave the process's resident memory; the page cache keeps them while the system has
+        room): a merge is done with its slices. Views of them stay valid (read again from the
+        file, which is never written over). Whole pages around the range go: a neighbour's page
+        is read again if needed."""
+        with self._lock:
+            mm = self._mmaps.get(path)
+        if mm is None or nbytes <= 0 or not hasattr(mmap, "MADV_DONTNEED"):
+            return
+        page = mmap.PAGESIZE
+        start = offset - offset % page
+        end = min(len(mm), -(-(offset + nbytes) // page) * page)
+        if end > start:
+            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+
     def forget(self, path) -> None:
         """Drop ``path``'s mapping, if any (the file was removed, or is about to be written again)."""
         with self._lock:
             self._maps.pop(path, None)
+            self._mmaps.pop(path, None)
 
     def close(self) -> None:
         with self._lock:
             self._maps = {}
+            self._mmaps = {}
 
 
 MAX_MAPS = 4096

@@ -441,7 +441,8 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     ``fetched``: the slices from other workers, where the caller fetched them first
     (:meth:`~dsort.core.runs.RunStore.fetch_remote`)."""
     lay = job.layout
-    slices = R.store(job.store).read_many(_slice_items(cut, t), gpu, fetched=fetched)
+    store, items = R.store(job.store), _slice_items(cut, t)
+    slices = store.read_many(items, gpu, fetched=fetched)
     sync(gpu)
     watch.lap("read runs")
     if not slices:
@@ -454,6 +455,7 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     else:
         rows = keys if lay.dtype is None else lay.rows_of(keys)
     sync(gpu)
+    store.release(items)  # every row copied: the runs' mapped pages leave this process
     watch.lap("merge")
     return keys, rows
 

@@ -339,6 +339,16 @@ class RunStore:
                 out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
         return _joined(out, where)
 
+    def release(self, items) -> None:
+        """Let this process's mapped pages of the slices ``items`` (``(run, lo, hi)``) of run files
+        go (:meth:`~dsort.core.diskio.Handles.release`): their reader has copied what it needs. A
+        merge's slices otherwise stay resident in the process until its end: the whole input
+        once all merges are done, whatever the memory limit."""
+        for run, lo, hi in _flat(items)[0]:
+            if isinstance(run, Run) and run.tier == "disk" and run.path:
+                rb = run.row_bytes or self.config.row_bytes
+                self._files.release(run.path, int(lo) * rb, (int(hi) - int(lo)) * rb)
+
     def gather(self, run, lo, hi, columns: int):
         """The first ``columns`` bytes of rows ``[lo[j], hi[j])`` of ``run`` for every ``j``, joined
         in order (``(rows, columns)`` uint8): one gather where :meth:`read_many` would read each
@@ -359,7 +369,10 @@ class RunStore:
         lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
         lengths = np.maximum(hi - lo, 0)
         at = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
-        return rows[:, :columns][at]
+        got = rows[:, :columns][at]
+        if run.tier == "disk":
+            self.release([(run, 0, run.rows)])
+        return got
 
     def fetch_remote(self, items, recover=None) -> dict:
         """``{item: NumPy rows}`` for the items whose run lies on another machine's disk (its file
