@@ -286,6 +286,7 @@ def _sort_fixed(
     if res.gpus and client is None:
         _first_use_notice(stream)
     stages, tiers = {}, {}
+    input_sums = None  # the input's checksums, asked of the checksum process (a future)
     with io.staged(out, overwrite=overwrite) as tmp:
         try:
             out_offset = npy.create(tmp, dtype, n) if fmt == "npy" else allocate(tmp, nbytes) or 0
@@ -329,6 +330,8 @@ def _sort_fixed(
             _check(ins, outs, n, out, stream)
             t_pub = time.perf_counter()
         finally:
+            if input_sums is not None and not input_sums.done():  # the job failed: its input's sums are not wanted
+                crc.stop_apart()
             R.drop(job_id, str(runs_dir))
             for d in reversed(made):  # directories this run made for its runs, if left empty
                 with contextlib.suppress(OSError):
@@ -345,14 +348,22 @@ def _sort_fixed(
 def _input_sums(job, threads: int):
     """The input blocks' checksums, asked of the checksum process now (it sums them from the input
     file while the sort runs): a future of their list, in block order."""
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
+    from concurrent.futures import Future
 
     items = [(path, offset, n, job.layout.row_bytes) for path, offset, n in job.blocks]
-    pool = ThreadPoolExecutor(1, thread_name_prefix="dsort-input-sums")
-    try:
-        return pool.submit(crc.sums_apart, items, threads)
-    finally:
-        pool.shutdown(wait=False)  # its thread ends with the sums
+    done: Future = Future()
+
+    def ask():
+        try:
+            done.set_result(crc.sums_apart(items, threads))
+        except BaseException as e:
+            done.set_exception(e)
+
+    # a daemon: a job that fails meanwhile ends the checksum process (crc.stop_apart) and this thread
+    # with it, and an interpreter that exits does not wait for it
+    threading.Thread(target=ask, name="dsort-input-sums", daemon=True).start()
+    return done
 
 
 def _checksums_apart(job, input_sums, run_results, merge_results, threads: int, phases: dict):

@@ -125,7 +125,8 @@ class Handles:
         start = offset - offset % page
         end = min(len(mm), -(-(offset + nbytes) // page) * page)
         if end > start:
-            mm.madvise(mmap.MADV_DONTNEED, start, end - start)
+            with contextlib.suppress(OSError, ValueError):  # advice only (locked pages, a closed mapping)
+                mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def forget(self, path) -> None:
         """Drop ``path``'s mapping, if any (the file was removed, or is about to be written again)."""

@@ -18,6 +18,7 @@ embedded CPU sort of a large input sums its records' checksums in a process of i
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import os
 import pickle
@@ -162,38 +163,72 @@ def range_sums(items, threads: int) -> list:
 
 
 class _Apart:
-    """The helper process: requests ``(items, threads)`` and answers (the sums, or an error's
-    text), each a pickle after its length (8 bytes), over its standard input and output."""
+    """The helper process. Requests ``(id, items, threads)`` go to its standard input; answers
+    ``(id, sums or an error's text)`` come back on a pipe of their own (its fd given in its
+    arguments: whatever else it prints, a start-up hook's line say, goes to its inherited output and
+    cannot be taken for an answer), each a pickle after its length (8 bytes). An answer of another
+    id, or none, or a wait interrupted (Ctrl-C in a notebook) leaves the helper broken: it is ended
+    and this process sums the ranges itself from then on, or a later job starts a new helper."""
 
     def __init__(self):
         root = str(Path(__file__).resolve().parents[2])  # this dsort, wherever it was imported from
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(x for x in (root, os.environ.get("PYTHONPATH")) if x))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", "from dsort.engine.crc import _serve; _serve()"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            env=env,
-        )
+        read, write = os.pipe()
+        code = f"import sys; sys.path.insert(0, {root!r}); from dsort.engine.crc import _serve; _serve({write})"
+        try:
+            self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, pass_fds=(write,), cwd=root)
+        except BaseException:
+            os.close(read)
+            raise
+        finally:
+            os.close(write)
+        self.answers = os.fdopen(read, "rb", buffering=0)  # unbuffered: select sees every byte not yet read
+        self.owner = os.getpid()  # a forked child has its own helper (the pipes are not shared)
         self.lock = threading.Lock()
+        self.broken = False
+        self.next_id = 0
 
     def sums(self, items, threads: int) -> list:
         with self.lock:
-            _send(self.proc.stdin, (list(items), threads))
-            answer = _receive(self.proc.stdout)
-        if answer is None:
-            raise OSError(f"the checksum process ended (exit code {self.proc.poll()})")
-        if isinstance(answer, str):
-            raise OSError(answer)
-        return answer
+            if self.broken:
+                raise OSError("the checksum process is gone")
+            self.next_id += 1
+            try:
+                _send(self.proc.stdin, (self.next_id, items, threads))
+                answer = _receive(self.answers, self.proc)
+            except BaseException:
+                self.end()  # an answer left unread would be taken for the next request's
+                raise
+            if not isinstance(answer, tuple) or len(answer) != 2 or answer[0] != self.next_id:
+                self.end()
+                raise OSError(f"the checksum process answered out of turn (exit code {self.proc.poll()})")
+        if isinstance(answer[1], str):
+            raise OSError(answer[1])
+        return answer[1]
+
+    def end(self) -> None:
+        """End the helper now, by its PID (it takes no more requests)."""
+        self.broken = True
+        with contextlib.suppress(OSError):
+            self.proc.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            self.proc.wait(5.0)
+        with contextlib.suppress(OSError):
+            self.answers.close()
 
     def close(self) -> None:
         """End the helper: its input closed (it exits), else after a second ended by its PID."""
+        if self.owner != os.getpid():
+            return  # the parent's helper, inherited by a fork: the parent ends it
         try:
             self.proc.stdin.close()
             self.proc.wait(1.0)
         except (OSError, subprocess.TimeoutExpired):
-            self.proc.kill()
-            self.proc.wait()
+            self.end()
+        with contextlib.suppress(OSError):
+            self.answers.close()
+
+
+MAX_MESSAGE = 1 << 30  # bytes: a longer length is not an answer (a damaged pipe)
 
 
 def _send(stream, obj) -> None:
@@ -202,31 +237,56 @@ def _send(stream, obj) -> None:
     stream.flush()
 
 
-def _receive(stream):
-    head = stream.read(8)
+def _receive(stream, proc=None):
+    """The next message of ``stream``, or None at its end. Where ``proc`` (the process that writes
+    it) is given, its death while this waits ends the wait (an OSError), never a hang."""
+    if proc is not None:
+        import select
+
+        while not select.select([stream], [], [], 1.0)[0]:
+            if proc.poll() is not None:
+                raise OSError(f"the checksum process ended (exit code {proc.returncode})")
+    head = _read(stream, 8)
     if len(head) < 8:
         return None
-    return pickle.loads(stream.read(int.from_bytes(head, "little")))
+    size = int.from_bytes(head, "little")
+    if size > MAX_MESSAGE:
+        raise OSError(f"the checksum process's pipe is damaged (a message of {size:,} bytes)")
+    data = _read(stream, size)
+    if len(data) < size:
+        return None
+    return pickle.loads(data)
 
 
-def _serve() -> None:
-    """The helper process's loop: the compiled loop loaded first, then every request answered
-    until its input closes."""
+def _read(stream, n: int) -> bytes:
+    """``n`` bytes of ``stream``, fewer only at its end (a pipe's reads may return less)."""
+    parts, got = [], 0
+    while got < n:
+        b = stream.read(n - got)
+        if not b:
+            break
+        parts.append(b)
+        got += len(b)
+    return b"".join(parts)
+
+
+def _serve(answers_fd: int) -> None:
+    """The helper process's loop: the compiled loop loaded first, then every request answered on
+    ``answers_fd`` until its input closes."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the terminal's group is the parent's to handle
-    out, source = sys.stdout.buffer, sys.stdin.buffer
-    sys.stdout = sys.stderr  # nothing but answers on the pipe
+    out, source = os.fdopen(answers_fd, "wb"), sys.stdin.buffer
     try:
         warm()
         while (request := _receive(source)) is not None:
-            items, threads = request
+            ident, items, threads = request
             try:
                 answer = range_sums(items, threads)
             except Exception as e:  # the parent sums them itself, and says why if that fails too
                 answer = f"{type(e).__name__}: {e}"
-            _send(out, answer)
-    except (OSError, EOFError, pickle.PickleError):  # the parent gone (its pipes closed): nothing to answer
+            _send(out, (ident, answer))
+    except (OSError, EOFError, ValueError, pickle.PickleError):  # the parent gone (its pipes closed): nothing to answer
         pass
     os._exit(0)  # no interpreter teardown to wait for (the pool's threads, numba's)
 
@@ -245,27 +305,46 @@ def worth_apart(nbytes: int, threads: int) -> bool:
 _apart: list = []  # the helper of this process, once started
 
 
+def _helper():
+    """This process's helper, if it has a working one (not one inherited by a fork)."""
+    helper = _apart[0] if _apart else None
+    return helper if helper is not None and helper.owner == os.getpid() and not helper.broken else None
+
+
 def start_apart() -> None:
-    """Start this process's checksum helper (once; it lives until the process ends): it loads the
-    compiled loop at once, apart from this process's threads."""
+    """Start this process's checksum helper (once, or again after one broke; it lives until the
+    process ends): it loads the compiled loop at once, apart from this process's threads."""
     with _lock:
-        if _apart:
+        if _apart and (_apart[0] is None or _helper() is not None):
             return
+        _apart.clear()
         try:
-            _apart.append(_Apart())
+            helper = _Apart()
         except OSError:
             _apart.append(None)  # no process to be had: sums_apart sums here
             return
-        atexit.register(_apart[0].close)
+        _apart.append(helper)
+        atexit.register(helper.close)
+
+
+def stop_apart() -> None:
+    """End this process's helper now (a job that failed or was interrupted while it summed: its
+    answer is not wanted); a later job starts another."""
+    with _lock:
+        helper = _helper()
+        if helper is not None:
+            helper.end()
 
 
 def sums_apart(items, threads: int) -> list:
-    """:func:`range_sums` of ``items``, computed by the helper process where :func:`start_apart`
-    started one and it answers; else (none, or it failed) here."""
-    helper = _apart[0] if _apart else None
+    """:func:`range_sums` of ``items`` (``(path, offset, records, record_bytes)``), computed by the
+    helper process where :func:`start_apart` started one and it answers; else (none, or it failed)
+    here. Paths go to it absolute: it keeps the directory it started in."""
+    items = [(os.path.abspath(path), int(offset), int(records), int(width)) for path, offset, records, width in items]
+    helper = _helper()
     if helper is not None:
         try:
             return helper.sums(items, threads)
-        except (OSError, ValueError, EOFError, pickle.PickleError):
+        except Exception:  # broken or failed: summed here (an error of the files themselves is raised here again)
             pass
     return range_sums(items, threads)
