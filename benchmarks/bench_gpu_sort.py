@@ -68,6 +68,7 @@ def _set_policy(table, entries):
     table.update(entries)
     _kernels.fitted.cache_clear()
     _kernels.sort_plan.cache_clear()
+    _kernels.merge4_plan.cache_clear()
 
 
 def sweep(n, repeat):
@@ -108,7 +109,13 @@ def main(argv=None):
     p.add_argument("--repeat", type=int, default=10)
     p.add_argument("--json")
     p.add_argument("--sweep", action="store_true", help="time other tunings first")
+    p.add_argument("--ways", type=int, default=0, help="runs merged by each global pass, 2 or 4 (default: the tuning's)")
     args = p.parse_args(argv)
+    if args.ways:  # every tuning of this device's table merges that many runs a pass
+        from dataclasses import replace
+
+        table = _tuning.POLICIES[_tuning.policy_arch(_cuda.target().arch)]
+        _set_policy(table, {k: replace(t, ways=args.ways) for k, t in table.items()})
     n = 1 << args.log2n
     r = args.repeat
     rows, notes = [], {}

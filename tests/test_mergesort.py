@@ -20,6 +20,7 @@ if HAS_GPU:
     from dsort.engine._mergesort import index_dtype, mergesort, sorting_permutation
 
 SIZES = tile_sizes("tile_sort")
+WAYS = [2, 4]  # runs merged by a global pass (kernels/kernel_mergesort.cu, kernel_merge4.cu)
 
 
 def test_index_dtype():
@@ -29,41 +30,66 @@ def test_index_dtype():
         assert index_dtype(n) == cupy.uint64
 
 
+@pytest.mark.parametrize("ways", WAYS)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("dtype", ["int64", "float32", "int16", "rows10", "rows4"])
-def test_keys_only_at_tile_sizes(rng, n, dtype):
+def test_keys_only_at_tile_sizes(rng, n, dtype, ways):
     x = make_keys(dtype, "random", n, rng)
     coded = _codes.encode(cupy.asarray(x))
     for descending, na_first in ORDERS:
-        keys, values = mergesort(coded, coded.order(descending, na_first))
+        keys, values = mergesort(coded, coded.order(descending, na_first), ways=ways)
         assert values is None
         assert same(cupy.asnumpy(coded.decode(keys)), x[ne.argsort(x, descending=descending, na_position=na(na_first))])
 
 
+@pytest.mark.parametrize("ways", WAYS)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("values", ["uint32", "uint64"])
 @pytest.mark.parametrize("case", ["random", "dups", "special"])
-def test_values_are_carried_stably(rng, n, values, case):
+def test_values_are_carried_stably(rng, n, values, case, ways):
     x = make_keys("float64", case, n, rng)
     v = rng.integers(0, np.iinfo(values).max, n, dtype=values, endpoint=True)
     coded = _codes.encode(cupy.asarray(x))
     for descending, na_first in ORDERS:
         perm = ne.argsort(x, descending=descending, na_position=na(na_first))
-        keys, sv = mergesort(coded, coded.order(descending, na_first), values=cupy.asarray(v))
+        keys, sv = mergesort(coded, coded.order(descending, na_first), values=cupy.asarray(v), ways=ways)
         assert same(cupy.asnumpy(coded.decode(keys)), x[perm]) and same(cupy.asnumpy(sv), v[perm])
 
 
+@pytest.mark.parametrize("ways", WAYS)
 @pytest.mark.parametrize("n", SIZES)
 @pytest.mark.parametrize("int64_out", [False, True])
 @pytest.mark.parametrize("dtype", ["uint32", "int8", "rows16", "bool"])
-def test_positions_are_generated(rng, n, int64_out, dtype):
+def test_positions_are_generated(rng, n, int64_out, dtype, ways):
     x = make_keys(dtype, "dups", n, rng)
     coded = _codes.encode(cupy.asarray(x))
     for descending, na_first in ORDERS:
         perm = ne.argsort(x, descending=descending, na_position=na(na_first))
-        keys, pos = mergesort(coded, coded.order(descending, na_first), iota=True, int64_out=int64_out)
+        keys, pos = mergesort(coded, coded.order(descending, na_first), iota=True, int64_out=int64_out, ways=ways)
         assert pos.dtype == (cupy.int64 if int64_out else cupy.uint32)
         assert same(cupy.asnumpy(pos).astype(np.int64), perm) and same(cupy.asnumpy(coded.decode(keys)), x[perm])
+
+
+@pytest.mark.parametrize("dtype", ["uint32", "int64", "float64", "rows16"])
+@pytest.mark.parametrize("case", ["random", "dups", "special"])
+def test_four_way_passes_at_group_sizes(rng, dtype, case):
+    """4-way passes where groups of four runs end short: sizes around 4 and 16 blocksort tiles
+    (one pass, two, a last group of one, two or three runs), every order, positions generated and
+    values carried; the same result as the 2-way passes and NumPy's stable sort."""
+    from dsort.engine import _cuda, _kernels
+
+    tile = {t.tile_sort for t in _kernels.tunings(_cuda.target()).values()}
+    for t in sorted(tile):
+        for n in (4 * t - 1, 4 * t + 1, 5 * t + 3, 6 * t, 7 * t + 1, 16 * t + 1, 17 * t + int(rng.integers(1, t))):
+            x = make_keys(dtype, case, n, rng)
+            coded = _codes.encode(cupy.asarray(x))
+            for descending, na_first in ORDERS:
+                perm = ne.argsort(x, descending=descending, na_position=na(na_first))
+                keys, pos = mergesort(coded, coded.order(descending, na_first), iota=True, ways=4)
+                assert same(cupy.asnumpy(pos).astype(np.int64), perm) and same(cupy.asnumpy(coded.decode(keys)), x[perm])
+                v = cupy.arange(n, dtype=cupy.uint64)[::-1].copy()
+                _, sv = mergesort(coded, coded.order(descending, na_first), values=v, ways=4)
+                assert same(cupy.asnumpy(sv), (n - 1 - perm).astype(np.uint64))
 
 
 @pytest.mark.parametrize("order", ORDERS, ids=ORDER_IDS)

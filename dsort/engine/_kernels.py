@@ -37,6 +37,7 @@ def kernel_dir() -> Path:
 
 
 SORT_SOURCES = ("kernel_mergesort.cu", "kernel_merge.cu")
+MERGE4_SOURCES = ("kernel_merge4.cu",)
 SEARCH_SOURCES = ("kernel_search.cu",)
 ROWS_SOURCES = ("kernel_rows.cu",)
 CHECK_SOURCES = ("kernel_check.cu",)
@@ -177,7 +178,7 @@ def fitted(target: Target, key_bytes: int, value_bytes: int) -> Tuning:
         nt_b = min(nt_b, nt_m)
     while blocksort_smem(key_bytes, mode, nt_b * vt) > target.smem_limit and nt_b > nt_m:
         nt_b //= 2
-    return Tuning(nt_b, nt_m, vt)
+    return Tuning(nt_b, nt_m, vt, t.ways)
 
 
 def tunings(target: Target) -> dict[tuple[int, int], Tuning]:
@@ -311,6 +312,41 @@ def sort_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> Sor
     }
     search = search_plan(order)
     return SortPlan(order, value_bytes, mode, t, partition=search.partition_runs, merge_path=search.merge_path, **kernels)
+
+
+@dataclass(frozen=True)
+class Merge4Plan:
+    """The 4-way passes of a sort plan (``Tuning.ways`` 4): their partition and merge kernels, of
+    the sort plan's tiles and shared memory, in a module of their own (built when a sort first asks
+    for them; not among :func:`modules` until a tuning takes them)."""
+
+    partition: Kernel  # k_partition_runs4: four co-ranks at every merge tile
+    merge_runs: Kernel  # k_merge4_runs: one 4-way pass
+    merge_runs_int64: Kernel | None = None  # the same writing int64 positions (argsort's last pass)
+
+    def kernels(self) -> tuple[Kernel, ...]:
+        return (self.partition, self.merge_runs) + ((self.merge_runs_int64,) if self.merge_runs_int64 else ())
+
+
+@functools.cache
+def merge4_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> Merge4Plan:
+    """The 4-way passes of :func:`sort_plan` ``(order, value_bytes, mode, target)``."""
+    plan = sort_plan(order, value_bytes, mode, target)
+    t = plan.tuning
+    o, v = order.spelling, VALUE_TYPES.get(value_bytes, _NO_VALUE)
+    runs = Mode.KEYS if mode is Mode.KEYS else Mode.CARRY  # the passes move what the blocksort wrote
+    names = {
+        "partition": f"dsort::k_partition_runs4<{o}>",
+        "merge_runs": f"dsort::k_merge4_runs<{o}, {t.nt_merge}, {t.vt}, {runs.value}, {v}, {v}>",
+    }
+    if plan.merge_runs_int64 is not None:
+        names["merge_runs_int64"] = f"dsort::k_merge4_runs<{o}, {t.nt_merge}, {t.vt}, {runs.value}, {v}, {_INT64}>"
+    module = Module(MERGE4_SOURCES, tuple(names.values()))
+    kernels = {
+        role: _per_query(module, name) if role == "partition" else Kernel(module, name, t.nt_merge, t.tile_merge, plan.merge_runs.smem)
+        for role, name in names.items()
+    }
+    return Merge4Plan(**kernels)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,10 +20,11 @@ def index_dtype(n: int):
     return cupy.uint32 if n < 2**32 else cupy.uint64
 
 
-def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int64_out: bool = False):
+def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int64_out: bool = False, ways: int | None = None):
     """Stable sort of coded keys; values (1-D uint32/uint64) carried, or positions generated
     (iota) in the index dtype for n. int64_out (with iota): positions come back as int64, written
-    so by the last pass. Returns (keys, values or None)."""
+    so by the last pass. ``ways``: runs merged by each global pass, 2 or 4 (default: the tuning's).
+    Returns (keys, values or None)."""
     k = coded.data
     n = k.shape[0]
     if iota:
@@ -32,8 +33,14 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
     vbytes = values.dtype.itemsize if values is not None else 0
     mode = P.Mode.KEYS if values is None else P.Mode.IOTA if iota else P.Mode.CARRY
     plan = P.sort_plan(order, vbytes, mode, C.target())
+    ways = ways or plan.tuning.ways
+    if ways not in (2, 4):
+        raise ValueError(f"a pass merges 2 or 4 runs, not {ways}")
+    four = P.merge4_plan(order, vbytes, mode, C.target()) if ways == 4 else None
     blocks = plan.blocksort.grid(n)
-    passes = (blocks - 1).bit_length() if blocks > 1 else 0
+    passes, span = 0, 1
+    while span < blocks:  # each pass merges `ways` runs into one
+        passes, span = passes + 1, span * ways
 
     # Ping-pong buffers; the blocksort writes where an even number of passes later lands in keys[0].
     keys = [cupy.empty_like(k), cupy.empty_like(k) if passes else None]
@@ -53,19 +60,20 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
 
     if passes:
         tiles = plan.merge_runs.grid(n)
-        parts = cupy.empty(tiles + 1, dtype=cupy.int64)
+        stage = four or plan  # the kernels of each pass: 2-way (the sort plan's) or 4-way
+        parts = cupy.empty((tiles + 1) * (4 if four else 1), dtype=cupy.int64)
         run = plan.tuning.tile_sort
         while run < n:
             src, dst = cur, 1 - cur
-            last = run * 2 >= n
-            mr = plan.merge_runs_int64 if int64_out and last else plan.merge_runs
+            last = run * ways >= n
+            mr = stage.merge_runs_int64 if int64_out and last else stage.merge_runs
             vout = (final if int64_out and last else vals[dst]) if vbytes else C.NULL
             with C.phase(f"pass run={run}"):
                 args = (keys[src], np.int64(n), np.int64(run), np.int64(plan.tuning.tile_merge), np.int64(tiles + 1), parts)
-                C.launch(plan.partition, plan.partition.grid(tiles + 1), args)
+                C.launch(stage.partition, stage.partition.grid(tiles + 1), args)
                 args = (keys[src], vals[src] if vbytes else C.NULL, keys[dst], vout, np.int64(n), np.int64(run), parts)
                 C.launch(mr, tiles, args)
-            cur, run = dst, run * 2
+            cur, run = dst, run * ways
     assert cur == 0
     return keys[0], (final if int64_out else vals[0])
 

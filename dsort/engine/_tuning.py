@@ -27,6 +27,7 @@ class Tuning:
     nt_blocksort: int  # threads per CTA of the blocksort
     nt_merge: int  # threads per CTA of the merges (passes and the standalone merge)
     vt: int  # keys per thread, both
+    ways: int = 2  # runs merged by one global pass: 2, or 4 (kernels/kernel_merge4.cu: half the passes; not yet measured)
 
     @property
     def tile_sort(self) -> int:
