@@ -82,6 +82,20 @@ __device__ __forceinline__ void regs_to_shared(const T (&x)[VT], T* s, int count
         if (first + i < count) s[first + i] = x[i];
 }
 
+// A tile's merged keys and values (VT per thread, thread-major, in registers) written out: through
+// shared memory (the tile's, no longer read by any thread once all have passed the barrier) so that
+// the stores are coalesced, values converted to VO.
+template <int NT, int VT, ValueMode MODE, class K, class V, class VO>
+__device__ __forceinline__ void store_merged(const K (&x)[VT], const V (&v)[VT], K* s_keys, V* s_vals, K* __restrict__ out,
+                                             VO* __restrict__ vout, int total) {
+    __syncthreads();
+    regs_to_shared<NT, VT>(x, s_keys, total);
+    if constexpr (MODE != kNoValues) regs_to_shared<NT, VT>(v, s_vals, total);
+    __syncthreads();
+    shared_to_global<NT, VT>(s_keys, out, total);
+    if constexpr (MODE != kNoValues) shared_to_global<NT, VT>(s_vals, vout, total);
+}
+
 // Merge one output tile of at most NT * VT elements from a[0, na) and b[0, nb) (both sorted,
 // already cut by a Merge Path partition) into out[0, na + nb). a_pos / b_pos are the source
 // positions of a[0] / b[0], the values written in kIota mode. Values are written as VO (a wider
@@ -156,14 +170,7 @@ __device__ __forceinline__ void merge_tile(const typename Ord::key_type* __restr
 #pragma unroll
         for (int i = 0; i < VT; ++i) v[i] = V(idx[i] < na ? a_pos + idx[i] : b_pos + (idx[i] - na));
     }
-    __syncthreads();
-
-    // Transpose through shared memory so that the stores are coalesced.
-    regs_to_shared<NT, VT>(x, s_keys, total);
-    if constexpr (MODE != kNoValues) regs_to_shared<NT, VT>(v, s_vals, total);
-    __syncthreads();
-    shared_to_global<NT, VT>(s_keys, out, total);
-    if constexpr (MODE != kNoValues) shared_to_global<NT, VT>(s_vals, vout, total);
+    store_merged<NT, VT, MODE>(x, v, s_keys, s_vals, out, vout, total);
 }
 
 }  // namespace dsort

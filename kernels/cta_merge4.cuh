@@ -139,14 +139,7 @@ __device__ __forceinline__ void merge4_tile(const typename Ord::key_type* const 
             v[i] = V(pos[q] + (j - start[q]));
         }
     }
-    __syncthreads();
-
-    // Transpose through shared memory so that the stores are coalesced.
-    regs_to_shared<NT, VT>(x, s_keys, total);
-    if constexpr (MODE != kNoValues) regs_to_shared<NT, VT>(v, s_vals, total);
-    __syncthreads();
-    shared_to_global<NT, VT>(s_keys, out, total);
-    if constexpr (MODE != kNoValues) shared_to_global<NT, VT>(s_vals, vout, total);
+    store_merged<NT, VT, MODE>(x, v, s_keys, s_vals, out, vout, total);
 }
 
 }  // namespace dsort
