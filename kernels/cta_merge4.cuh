@@ -1,8 +1,8 @@
 // One CTA's 4-way merge work (issue 26: a pass that merges runs four at a time halves the global
 // passes of a 2-way mergesort). The stable 4-way merge of runs a, b, c, e (ties in that order) is
-// merge(merge(a, b), merge(c, e)): every cut is found by nested Merge Path searches over those two
-// merges, which are never materialized (Merged), and each thread then merges its VT outputs from
-// four cursors, the same order.
+// merge(merge(a, b), merge(c, e)): a tile's cuts are found by nested Merge Path searches over those
+// two merges, never materialized (Merged, split4: k_partition_runs4); inside the tile the two
+// levels are merged in shared memory one after the other (merge4_tile).
 #pragma once
 
 #include "cta_merge.cuh"
@@ -37,47 +37,38 @@ __device__ __forceinline__ void split4(It a, I na, It b, I nb, It c, I nc, It e,
     take[3] = d - from_x - take[2];
 }
 
-// VT outputs of the 4-way merge of four ranges of shared memory s, run r at [at[r], end[r]),
-// with the shared-memory index each came from. Ties go to the lower run (a < b < c < e), which
-// is the order of merge(merge(a, b), merge(c, e)). Items past the end of all four are garbage and
-// the caller drops them; reads stay inside s[0, last].
-template <class Ord, int VT, class K>
-__device__ __forceinline__ void serial_merge4(const K* s, int (&at)[4], const int (&end)[4], int last, K (&out)[VT],
-                                              int (&idx)[VT]) {
-    K ka = s[min(at[0], last)], kb = s[min(at[1], last)], kc = s[min(at[2], last)], ke = s[min(at[3], last)];
-    int ia = at[0], ib = at[1], ic = at[2], ie = at[3];
+// One 2-way merge of adjacent sorted ranges s[lo, mid) and s[mid, hi) of a tile's shared memory,
+// written back in place: thread t makes outputs [t VT, t VT + VT), values moved with their keys.
+// Reads stay inside s[0, last]; a barrier parts every thread's reads from the writes.
+template <class Ord, int NT, int VT, ValueMode MODE, class K, class V>
+__device__ __forceinline__ void level1_merge(K* s_keys, V* s_vals, int lo, int mid, int hi, int last) {
+    const int d = min(int(threadIdx.x) * VT, hi - lo);
+    const int m = merge_path<Ord>(s_keys + lo, mid - lo, s_keys + mid, hi - mid, d);
+    K x[VT];
+    int idx[VT];
+    serial_merge<Ord, VT>(s_keys, lo + m, mid, mid + d - m, hi, last, x, idx);
+    V v[VT];
+    if constexpr (MODE != kNoValues) {
+#pragma unroll
+        for (int i = 0; i < VT; ++i) v[i] = s_vals[min(idx[i], last)];
+    }
+    __syncthreads();
 #pragma unroll
     for (int i = 0; i < VT; ++i) {
-        const bool ha = ia < end[0], hb = ib < end[1], hc = ic < end[2], he = ie < end[3];
-        const bool tb = hb && (!ha || Ord::less(kb, ka));  // b's head before a's
-        const bool te = he && (!hc || Ord::less(ke, kc));  // e's head before c's
-        const K kx = tb ? kb : ka, ky = te ? ke : kc;
-        const bool hx = ha || hb, hy = hc || he;
-        const bool ty = hy && (!hx || Ord::less(ky, kx));  // the c/e winner before the a/b winner
-        out[i] = ty ? ky : kx;
-        if (ty) {
-            if (te) {
-                idx[i] = ie;
-                ke = s[min(++ie, last)];
-            } else {
-                idx[i] = ic;
-                kc = s[min(++ic, last)];
-            }
-        } else {
-            if (tb) {
-                idx[i] = ib;
-                kb = s[min(++ib, last)];
-            } else {
-                idx[i] = ia;
-                ka = s[min(++ia, last)];
-            }
+        const int j = int(threadIdx.x) * VT + i;
+        if (j < hi - lo) {
+            s_keys[lo + j] = x[i];
+            if constexpr (MODE != kNoValues) s_vals[lo + j] = v[i];
         }
     }
 }
 
 // Merge one output tile of at most NT * VT elements from four sorted ranges src[r][0, len[r])
-// (already cut by a 4-way partition) into out[0, total). pos[r] is the source position of
-// src[r][0] (the values written in kIota mode). Values are written as VO. All NT threads call it.
+// (already cut by a 4-way partition: k_partition_runs4) into out[0, total). pos[r] is the source
+// position of src[r][0] (the values written in kIota mode). Values are written as VO. All NT
+// threads call it. Two levels in shared memory, each a 2-way Merge Path step of merge_tile's kind:
+// X = merge(a, b) and Y = merge(c, e) written in place (thread t makes outputs [t VT, t VT + VT)
+// of both), then merge(X, Y); three short searches a thread, not a search inside a search.
 template <class Ord, int NT, int VT, ValueMode MODE, class V, class VO = V>
 __device__ __forceinline__ void merge4_tile(const typename Ord::key_type* const (&src)[4], const V* const (&vsrc)[4],
                                             const int (&len)[4], const long long (&pos)[4],
@@ -86,58 +77,50 @@ __device__ __forceinline__ void merge4_tile(const typename Ord::key_type* const 
     using K = typename Ord::key_type;
     constexpr int TILE = NT * VT;
     const int tid = threadIdx.x;
-    int start[4], end[4];
-    start[0] = 0;
-#pragma unroll
-    for (int r = 0; r < 4; ++r) {
-        if (r) start[r] = end[r - 1];
-        end[r] = start[r] + len[r];
-    }
-    const int total = end[3];
-    if (total == 0) return;
+    const int e0 = len[0], e1 = e0 + len[1], e2 = e1 + len[2], total = e2 + len[3];  // where each range ends
+    const int nx = e1, ny = total - e1;  // X = merge(a, b), Y = merge(c, e)
     K* s_keys = reinterpret_cast<K*>(smem);
     V* s_vals = reinterpret_cast<V*>(smem + align16(TILE * int(sizeof(K))));
 
-    // Coalesced loads of the four ranges, one after the other in shared memory.
+    // Coalesced loads of the four ranges, one after the other in shared memory; in kIota mode the
+    // values are their source positions, so that both levels move them as carried values.
     {
         K r[VT];
         V rv[VT];
 #pragma unroll
         for (int i = 0; i < VT; ++i) {
             const int j = min(tid + i * NT, total - 1);
-            const int q = j < end[0] ? 0 : j < end[1] ? 1 : j < end[2] ? 2 : 3;
-            r[i] = src[q][j - start[q]];
-            if constexpr (MODE == kCarry) rv[i] = vsrc[q][j - start[q]];
+            const int k = j < e0 ? j : j < e1 ? j - e0 : j < e2 ? j - e1 : j - e2;  // its place in its range
+            const K* p = j < e0 ? src[0] : j < e1 ? src[1] : j < e2 ? src[2] : src[3];
+            r[i] = p[k];
+            if constexpr (MODE == kCarry) {
+                const V* pv = j < e0 ? vsrc[0] : j < e1 ? vsrc[1] : j < e2 ? vsrc[2] : vsrc[3];
+                rv[i] = pv[k];
+            }
+            if constexpr (MODE == kIota) rv[i] = V((j < e0 ? pos[0] : j < e1 ? pos[1] : j < e2 ? pos[2] : pos[3]) + k);
         }
         store_strided<NT, VT>(r, s_keys, total);
-        if constexpr (MODE == kCarry) store_strided<NT, VT>(rv, s_vals, total);
+        if constexpr (MODE != kNoValues) store_strided<NT, VT>(rv, s_vals, total);
     }
     __syncthreads();
 
-    // Fine partition: each thread's VT outputs by its own 4-way search, then a serial 4-way merge.
+    // Level 1: X = merge(a, b) into [0, nx), then Y = merge(c, e) into [nx, total), each in place
+    // once every thread has read its inputs (the two regions are apart: Y is made while X is
+    // written); one merge's registers live at a time.
+    level1_merge<Ord, NT, VT, MODE>(s_keys, s_vals, 0, e0, e1, total - 1);
+    level1_merge<Ord, NT, VT, MODE>(s_keys, s_vals, e1, e2, total, total - 1);
+    __syncthreads();
+
+    // Level 2: merge(X, Y), ties to X, as merge_tile's fine phase.
     const int diag = min(tid * VT, total);
-    int take[4];
-    split4<Ord>(s_keys + start[0], len[0], s_keys + start[1], len[1], s_keys + start[2], len[2], s_keys + start[3], len[3],
-                diag, take);
-    int at[4];
-#pragma unroll
-    for (int r = 0; r < 4; ++r) at[r] = start[r] + take[r];
+    const int mp = merge_path<Ord>(s_keys, nx, s_keys + nx, ny, diag);
     K x[VT];
     int idx[VT];
-    serial_merge4<Ord, VT>(s_keys, at, end, total - 1, x, idx);
-
+    serial_merge<Ord, VT>(s_keys, mp, nx, nx + diag - mp, total, total - 1, x, idx);
     V v[VT];
-    if constexpr (MODE == kCarry) {
+    if constexpr (MODE != kNoValues) {
 #pragma unroll
         for (int i = 0; i < VT; ++i) v[i] = s_vals[min(idx[i], total - 1)];
-    }
-    if constexpr (MODE == kIota) {
-#pragma unroll
-        for (int i = 0; i < VT; ++i) {
-            const int j = idx[i];
-            const int q = j < end[0] ? 0 : j < end[1] ? 1 : j < end[2] ? 2 : 3;
-            v[i] = V(pos[q] + (j - start[q]));
-        }
     }
     store_merged<NT, VT, MODE>(x, v, s_keys, s_vals, out, vout, total);
 }

@@ -52,8 +52,8 @@ __global__ void __launch_bounds__(NT) k_merge4_runs(const typename Ord::key_type
     long long pos[4];
 #pragma unroll
     for (int r = 0; r < 4; ++r) {
-        const long long lo = parts[4 * blockIdx.x + r];
-        const long long hi = last_of_group ? min(g + (r + 1) * run, n) : parts[4 * (blockIdx.x + 1) + r];
+        const long long lo = parts[4LL * blockIdx.x + r];
+        const long long hi = last_of_group ? min(g + (r + 1) * run, n) : parts[4LL * (blockIdx.x + 1) + r];
         src[r] = keys_in + lo;
         vsrc[r] = MODE == kCarry ? vals_in + lo : vals_in;
         len[r] = int(hi - lo);

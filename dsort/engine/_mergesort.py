@@ -33,7 +33,7 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
     vbytes = values.dtype.itemsize if values is not None else 0
     mode = P.Mode.KEYS if values is None else P.Mode.IOTA if iota else P.Mode.CARRY
     plan = P.sort_plan(order, vbytes, mode, C.target())
-    ways = ways or plan.tuning.ways
+    ways = plan.tuning.ways if ways is None else ways
     if ways not in (2, 4):
         raise ValueError(f"a pass merges 2 or 4 runs, not {ways}")
     four = P.merge4_plan(order, vbytes, mode, C.target()) if ways == 4 else None
