@@ -34,6 +34,16 @@ def mem_available() -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
 
 
+def cpu_threads(n_workers=None, threads_per_worker=None) -> int:
+    """The threads of the embedded executor's CPU workers: ``n_workers`` (default one) of
+    ``threads_per_worker`` each (default: the CPUs shared among them)."""
+    cpus = os.cpu_count() or 1
+    workers = n_workers or 1
+    if threads_per_worker:
+        return workers * threads_per_worker
+    return workers * max(1, cpus // workers) if n_workers else cpus
+
+
 def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None) -> Resources:
     """The embedded executor's threads, GPUs and budgets from dask's cluster options. ``cpu``:
     True for CPU workers, False for the GPUs (an error where none is visible), None for the GPUs
@@ -58,7 +68,7 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
     elif gpus:
         threads = min(cpus, config.get("file-sort.gpu-threads")) * len(gpus)
     else:
-        threads = workers * max(1, cpus // workers) if n_workers else cpus
+        threads = cpu_threads(n_workers)
     available = mem_available()
     per_worker = parse_size(memory_limit, available // workers, "--memory-limit")
     host = per_worker * workers if per_worker else int(available * 0.6)

@@ -33,14 +33,13 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
-from .core import valsort
-from .engine import crc
+from .core import checksums, valsort
 from .collections import config
 from .collections.config import parse_size  # noqa: F401  (public here too)
 from .core.errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
 from .compute import compute_client, compute_threads
 from .report import SortReport, format_report, process_age  # noqa: F401  (public here too)
-from .limits import Resources, bounded_fan_in, fmt_bytes, mem_available, merge_groups, on_cpu, resources, sizes  # noqa: F401  (public here too)
+from .limits import Resources, bounded_fan_in, cpu_threads, fmt_bytes, mem_available, merge_groups, on_cpu, resources, sizes  # noqa: F401  (public here too)
 
 # The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
 # no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
@@ -133,7 +132,7 @@ def sort_files(
     small = False  # the CPU chosen for an input too small to pay for a GPU
     if client is None and scheduler is None:
         input_bytes = sum(os.path.getsize(f) for f in files)
-        threads = (threads_per_worker or os.cpu_count() or 1) * (n_workers or 1)
+        threads = cpu_threads(n_workers, threads_per_worker)
         if cpu is None and on_cpu(None, input_bytes, device_memory_limit, threads):
             cpu = small = True  # else None: the GPUs where any is visible
     clock = (t0, time.perf_counter())  # the call's start, input validated
@@ -254,9 +253,9 @@ def _sort_fixed(
             8 << 30 if gpu else 0,
             f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
         )
-    apart = not res.gpus and client is None and crc.worth_apart(nbytes, res.threads)  # checksums summed by a process of their own
+    apart = not res.gpus and client is None and checksums.worth_apart(nbytes, res.threads)  # checksums summed by a process of their own
     if apart:
-        crc.start_apart()
+        checksums.start_apart()
     t0, t_valid = clock
     t_res = time.perf_counter()
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
@@ -331,7 +330,7 @@ def _sort_fixed(
             t_pub = time.perf_counter()
         finally:
             if input_sums is not None and not input_sums.done():  # the job failed: its input's sums are not wanted
-                crc.stop_apart()
+                checksums.stop_apart()
             R.drop(job_id, str(runs_dir))
             for d in reversed(made):  # directories this run made for its runs, if left empty
                 with contextlib.suppress(OSError):
@@ -356,11 +355,11 @@ def _input_sums(job, threads: int):
 
     def ask():
         try:
-            done.set_result(crc.sums_apart(items, threads))
+            done.set_result(checksums.sums_apart(items, threads))
         except BaseException as e:
             done.set_exception(e)
 
-    # a daemon: a job that fails meanwhile ends the checksum process (crc.stop_apart) and this thread
+    # a daemon: a job that fails meanwhile ends the checksum process (checksums.stop_apart) and this thread
     # with it, and an interpreter that exits does not wait for it
     threading.Thread(target=ask, name="dsort-input-sums", daemon=True).start()
     return done
@@ -375,7 +374,7 @@ def _checksums_apart(job, input_sums, run_results, merge_results, threads: int, 
     starts = [0]
     for r in job.range_rows:
         starts.append(starts[-1] + r)
-    outputs = crc.sums_apart([(job.output, job.out_offset + a * rb, r, rb) for a, r in zip(starts, job.range_rows)], threads)
+    outputs = checksums.sums_apart([(job.output, job.out_offset + a * rb, r, rb) for a, r in zip(starts, job.range_rows)], threads)
     inputs = input_sums.result()
     phases["checksums"] = time.perf_counter() - t
     runs = [

@@ -398,7 +398,7 @@ def test_cpu_and_gpu_are_exclusive_and_gpu_needs_a_device(tmp_path, capsys):
 
 @pytest.mark.parametrize("apart", [True, False])
 def test_the_cpu_sorts_checksums_are_summed_from_the_files_by_a_process_of_their_own(tmp_path, monkeypatch, apart, rng):
-    """The embedded CPU sort of a large input (crc.worth_apart) has its checksums summed from the input and
+    """The embedded CPU sort of a large input (checksums.worth_apart) has its checksums summed from the input and
     output files by the checksum process (numba never loads in the sorting process); the input's
     checksum is valsort's either way (the sum of every record's zlib CRC-32), and a record lost or
     changed on the way is still caught."""
@@ -406,10 +406,10 @@ def test_the_cpu_sorts_checksums_are_summed_from_the_files_by_a_process_of_their
 
     from dsort import engine
     from dsort.core import filesort
-    from dsort.engine import crc
+    from dsort.core import checksums
     from dsort.service import CheckFailed
 
-    monkeypatch.setattr(crc, "worth_apart", lambda nbytes, threads: apart)
+    monkeypatch.setattr(checksums, "worth_apart", lambda nbytes, threads: apart)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(3_000, src, seed=int(rng.integers(1 << 30)))
     r = _sort(src, out, "cpu", "memory", 50_000)  # 6 blocks
@@ -417,7 +417,7 @@ def test_the_cpu_sorts_checksums_are_summed_from_the_files_by_a_process_of_their
     assert r.input_summary.checksum == sum(zlib.crc32(row.tobytes()) for row in data) == r.output_summary.checksum
     assert ("checksums" in r.phases) == apart
     if apart:
-        assert crc._apart and crc._apart[0].proc.poll() is None  # the process, alive for the next job
+        assert checksums._apart and checksums._apart[0].proc.poll() is None  # the process, alive for the next job
     np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
     real = filesort.sort_and_keep
     monkeypatch.setattr(filesort, "sort_and_keep", lambda job, i, rows, *a, **k: real(job, i, rows[1:] if i == 2 else rows, *a, **k))
@@ -444,8 +444,8 @@ def test_the_sorting_process_never_loads_numba_where_the_checksums_are_apart(tmp
     (its import holds the GIL a second and more, slowing every thread of the sort)."""
     code = (
         "import sys\n"
-        "from dsort.engine import crc\n"
-        "crc.worth_apart = lambda nbytes, threads: True\n"
+        "from dsort.core import checksums\n"
+        "checksums.worth_apart = lambda nbytes, threads: True\n"
         "from dsort.io import gen\n"
         "from dsort.service import sort_files\n"
         f"gen.records(2000, {str(tmp_path / 'in.bin')!r})\n"

@@ -110,7 +110,7 @@ class Job(FirstPass):
     gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
     descending: bool = False
     na_position: str = "last"
-    checksums_apart: bool = False  # on the CPU: checksums summed from the files by their own process (crc.sums_apart)
+    checksums_apart: bool = False  # on the CPU: checksums summed from the files by their own process (checksums.sums_apart)
     chain_spacing: int = 0  # the chains' sample spacing, where there is a first pass (FirstPass.final)
     groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
     group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
