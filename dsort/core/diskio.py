@@ -69,16 +69,15 @@ class Handles:
     taken before a run is written again keeps the old pages."""
 
     def __init__(self):
-        self._maps: dict = {}
-        self._mmaps: dict = {}  # the mappings themselves, for release
+        self._maps: dict = {}  # path -> (its bytes as a NumPy view, the mapping or None for an empty file)
         self._lock = threading.Lock()
         self._cap = max(16, min(MAX_MAPS, open_file_limit() // 4))
 
     def _map(self, path):
         with self._lock:
-            m = self._maps.get(path)
-        if m is not None:
-            return m
+            got = self._maps.get(path)
+        if got is not None:
+            return got[0]
         try:
             fd = os.open(path, os.O_RDONLY)
             try:
@@ -91,11 +90,8 @@ class Handles:
             raise OSError(f"{path}: {e}") from None
         with self._lock:
             while len(self._maps) >= self._cap:
-                self._mmaps.pop(next(iter(self._maps)), None)
                 self._maps.pop(next(iter(self._maps)))
-            if mm is not None:
-                self._mmaps.setdefault(path, mm)
-            return self._maps.setdefault(path, m)
+            return self._maps.setdefault(path, (m, mm))[0]
 
     def read(self, path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
         """Rows ``[offset, offset + rows * row_bytes)`` bytes of ``path`` as a read-only view
@@ -118,7 +114,7 @@ class Handles:
         file, which is never written over). Whole pages around the range go: a neighbour's page
         is read again if needed."""
         with self._lock:
-            mm = self._mmaps.get(path)
+            mm = self._maps.get(path, (None, None))[1]
         if mm is None or nbytes <= 0 or not hasattr(mmap, "MADV_DONTNEED"):
             return
         page = mmap.PAGESIZE
@@ -132,12 +128,10 @@ class Handles:
         """Drop ``path``'s mapping, if any (the file was removed, or is about to be written again)."""
         with self._lock:
             self._maps.pop(path, None)
-            self._mmaps.pop(path, None)
 
     def close(self) -> None:
         with self._lock:
             self._maps = {}
-            self._mmaps = {}
 
 
 MAX_MAPS = 4096
