@@ -369,11 +369,11 @@ def _checksums_apart(job, input_sums, run_results, merge_results, threads: int, 
     """The run and merge tasks' results with the checksums that the checksum process summed from
     the files (``Job.checksums_apart``): the input blocks' (``input_sums``, asked at the start), and
     the output ranges' now that they are written. Phase "checksums": the wait for both."""
+    from .core import plan
+
     t = time.perf_counter()
     rb = job.layout.row_bytes
-    starts = [0]
-    for r in job.range_rows:
-        starts.append(starts[-1] + r)
+    starts = plan.offsets(job.range_rows).tolist()
     outputs = checksums.sums_apart([(job.output, job.out_offset + a * rb, r, rb) for a, r in zip(starts, job.range_rows)], threads)
     inputs = input_sums.result()
     phases["checksums"] = time.perf_counter() - t

@@ -119,6 +119,12 @@ def _argsort(k: np.ndarray) -> np.ndarray:
     return np.argsort(k, kind="stable")
 
 
+def _first_word(s: np.ndarray) -> np.ndarray:
+    """The first eight bytes of byte keys ``s`` (``S<n>``, n >= 8) as big-endian integers (uint64):
+    their order never contradicts the keys' (equal words: the rest decides)."""
+    return np.ndarray((len(s),), ">u8", buffer=np.ascontiguousarray(s), strides=(s.dtype.itemsize,)).astype(np.uint64)
+
+
 def _argsort_wide(s: np.ndarray) -> np.ndarray:
     """The stable argsort of byte keys wider than a word: by their first eight bytes as big-endian
     integers (NumPy sorts those 2-3x faster than byte strings, merges of sorted runs 1.6x), then
@@ -128,7 +134,7 @@ def _argsort_wide(s: np.ndarray) -> np.ndarray:
     n, width = len(s), s.dtype.itemsize
     if width <= 8:
         return np.argsort(s, kind="stable")
-    prefix = np.ndarray((n,), ">u8", buffer=np.ascontiguousarray(s), strides=(width,)).astype(np.uint64)
+    prefix = _first_word(s)
     order = _argsort_integers(prefix)
     tied = np.flatnonzero(prefix[order[1:]] == prefix[order[:-1]])
     if not len(tied):
@@ -257,8 +263,7 @@ def order_prefix(keys, descending=False, na_position="last"):
     packed = _packed(k)
     if packed is not None:
         return packed, None
-    prefix = np.ndarray((len(k),), ">u8", buffer=np.ascontiguousarray(k), strides=(k.dtype.itemsize,)).astype(np.uint64)
-    return prefix, k
+    return _first_word(k), k
 
 
 def merge(a, b, a_values=None, b_values=None, descending=False, na_position="last"):
