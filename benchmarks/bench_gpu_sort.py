@@ -57,6 +57,20 @@ def phases(fn, args):
     return out
 
 
+def pass_note(ph, nbytes):
+    """The note of a traced sort: its blocksort, its passes (median, the cuts' share of it) and the
+    passes' bandwidth for ``nbytes`` read and written once each a pass."""
+    passes = [ms for label, ms in ph if label.startswith("pass")]
+    if not passes:
+        return ""
+    cuts = [ms for label, ms in ph if label.startswith("cuts")]
+    med = statistics.median(passes)
+    return (
+        f"blocksort {ph[0][1]:.2f} ms + {len(passes)} passes x {med:.2f} ms (cuts {statistics.median(cuts):.3f}) "
+        f"({2 * nbytes / (med * 1e-3) / 1e12:.2f} TB/s)"
+    )
+
+
 SWEEP = {
     4: [(512, 256, 17), (512, 256, 21), (512, 256, 23), (512, 256, 25), (256, 256, 25)],
     8: [(512, 256, 17), (512, 256, 21)],
@@ -172,34 +186,14 @@ def main(argv=None):
         t = gpu_time(e.sort, setup, r)
         t_peer = gpu_time(cupy.sort, setup, r)
         ph = [p for p in phases(e.sort, setup()) if p[0] != "check"]
-        passes = [ms for label, ms in ph if label.startswith("pass")]
-        nbytes = n * np.dtype(dtype).itemsize
-        extra = (
-            (
-                f"blocksort {ph[0][1]:.2f} ms + {len(passes)} passes x {statistics.median(passes):.2f} ms "
-                f"({2 * nbytes / (statistics.median(passes) * 1e-3) / 1e12:.2f} TB/s)"
-            )
-            if passes
-            else ""
-        )
-        row("sort keys", dtype, t, t_peer, "cupy.sort", ">=0.5x", extra)
+        row("sort keys", dtype, t, t_peer, "cupy.sort", ">=0.5x", pass_note(ph, n * np.dtype(dtype).itemsize))
 
     # 3. argsort (pairs: keys + uint32 positions).
     setup = lambda: (random_keys(n, "uint32"),)  # noqa: E731
     t = gpu_time(e.argsort, setup, r)
     t_peer = gpu_time(cupy.argsort, setup, r)
     ph = [p for p in phases(e.argsort, setup()) if p[0] != "check"]
-    passes = [ms for label, ms in ph if label.startswith("pass")]
-    row(
-        "argsort (pairs)",
-        "uint32",
-        t,
-        t_peer,
-        "cupy.argsort",
-        ">=0.5x",
-        f"blocksort {ph[0][1]:.2f} ms + {len(passes)} passes x {statistics.median(passes):.2f} ms "
-        f"({2 * n * 8 / (statistics.median(passes) * 1e-3) / 1e12:.2f} TB/s)",
-    )
+    row("argsort (pairs)", "uint32", t, t_peer, "cupy.argsort", ">=0.5x", pass_note(ph, n * 8))
 
     # 4. already sorted input.
     setup = lambda: (cupy.sort(random_keys(n, "uint32")),)  # noqa: E731

@@ -23,14 +23,21 @@ __host__ __device__ constexpr int align16(int bytes) { return (bytes + 15) & ~15
 // Merge s[a, a_end) and s[b, b_end) (two adjacent sorted ranges in shared memory) into VT keys
 // in registers, with the shared-memory index each came from. Ties take a first (stable).
 // Items past the end of both ranges are garbage and the caller drops them; reads stay inside
-// s[0, last].
+// s[0, last]. serial_merge_then goes on after sw outputs (sw < VT) with s[c, c_end) and
+// s[e, e_end): two merges laid end to end (level 1 of merge4_tile, cta_merge4.cuh, where one
+// thread's outputs cross from the first merge to the second).
 template <class Ord, int VT, class K>
-__device__ __forceinline__ void serial_merge(const K* s, int a, int a_end, int b, int b_end, int last,
-                                             K (&out)[VT], int (&idx)[VT]) {
+__device__ __forceinline__ void serial_merge_then(const K* s, int a, int a_end, int b, int b_end, int sw, int c, int c_end,
+                                                  int e, int e_end, int last, K (&out)[VT], int (&idx)[VT]) {
     K ka = s[min(a, last)];
     K kb = s[min(b, last)];
 #pragma unroll
     for (int i = 0; i < VT; ++i) {
+        if (i == sw) {  // on to the second merge
+            a = c, a_end = c_end, b = e, b_end = e_end;
+            ka = s[min(a, last)];
+            kb = s[min(b, last)];
+        }
         const bool take_b = b < b_end && (a >= a_end || Ord::less(kb, ka));
         out[i] = take_b ? kb : ka;
         idx[i] = take_b ? b : a;
@@ -39,6 +46,12 @@ __device__ __forceinline__ void serial_merge(const K* s, int a, int a_end, int b
         else
             ka = s[min(++a, last)];
     }
+}
+
+template <class Ord, int VT, class K>
+__device__ __forceinline__ void serial_merge(const K* s, int a, int a_end, int b, int b_end, int last, K (&out)[VT],
+                                             int (&idx)[VT]) {
+    serial_merge_then<Ord, VT>(s, a, a_end, b, b_end, VT, a, a_end, b, b_end, last, out, idx);  // never switches
 }
 
 // Strided loads (thread t gets items t + i * NT, coalesced) of items [0, total) of the

@@ -9,10 +9,12 @@ namespace dsort {
 
 // parts[4 t + r] = absolute position in keys where run r of output tile t's group starts being
 // read by that tile: the 4-way co-ranks of position min(t * tile, n) inside its group of four runs
-// of length `run`.
+// of length `run`. pairs: the 2-way co-ranks of the same pass's tiles, for pairs of runs of length
+// `run` (k_partition_runs, launched first), of which each group holds two: (a, b) and (c, e).
 template <class Ord>
 __global__ void k_partition_runs4(const typename Ord::key_type* __restrict__ keys, long long n, long long run,
-                                  long long tile, long long count, long long* __restrict__ parts) {
+                                  long long tile, long long count, const long long* __restrict__ pairs,
+                                  long long* __restrict__ parts) {
     const long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= count) return;
     const long long p = min(t * tile, n);
@@ -23,8 +25,10 @@ __global__ void k_partition_runs4(const typename Ord::key_type* __restrict__ key
         start[r] = min(g + r * run, n);
         len[r] = min(g + (r + 1) * run, n) - start[r];
     }
-    split4<Ord>(keys + start[0], len[0], keys + start[1], len[1], keys + start[2], len[2], keys + start[3], len[3], p - g,
-                take);
+    // y's table entries are read only when it has keys, and then start[2] is a multiple of tile
+    const PairGrid<Ord> x{keys + start[0], keys + start[1], len[0], len[1], start[0], pairs + start[0] / tile, tile};
+    const PairGrid<Ord> y{keys + start[2], keys + start[3], len[2], len[3], start[2], pairs + start[2] / tile, tile};
+    split4<Ord>(x, y, p - g, take);
 #pragma unroll
     for (int r = 0; r < 4; ++r) parts[4 * t + r] = start[r] + take[r];
 }

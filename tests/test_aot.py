@@ -94,7 +94,10 @@ def test_shipped_cubins_are_loaded_not_compiled(tmp_path, monkeypatch, rng):
         pytest.skip(f"sm_{arch} is not a shipped architecture")
     monkeypatch.setattr(_aot, "aot_dir", lambda: tmp_path)
     order = P.Order("long long")
-    wanted = {P.sort_plan(order, 0, P.Mode.KEYS, C.target()).blocksort.module, P.search_plan(order).check_sorted.module}
+    plan = P.sort_plan(order, 0, P.Mode.KEYS, C.target())
+    wanted = {plan.blocksort.module, P.search_plan(order).check_sorted.module}
+    if plan.tuning.ways == 4:  # its passes' kernels too
+        wanted |= {k.module for k in P.merge4_plan(order, 0, P.Mode.KEYS, C.target()).kernels()}
     real = cupy.RawModule
 
     def no_compile(*a, **k):

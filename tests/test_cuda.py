@@ -72,9 +72,12 @@ def test_phases_are_timed_only_inside_traced(rng):
     labels = [label for label, _ in times]
     assert "blocksort" in labels and labels[-1] == "mine" and "outside" not in labels
     assert all(isinstance(ms, float) and ms >= 0 for _, ms in times)
-    tile = P.sort_plan(P.Order("long long"), 0, P.Mode.KEYS, C.target()).tuning.tile_sort
-    blocks = -(-len(x) // tile)
-    assert sum(label.startswith("pass run=") for label in labels) == (blocks - 1).bit_length()
+    tuning = P.sort_plan(P.Order("long long"), 0, P.Mode.KEYS, C.target()).tuning
+    blocks, passes, span = -(-len(x) // tuning.tile_sort), 0, 1
+    while span < blocks:  # each pass merges tuning.ways runs
+        passes, span = passes + 1, span * tuning.ways
+    assert sum(label.startswith("pass run=") for label in labels) == passes > 0
+    assert sum(label.startswith("cuts run=") for label in labels) == passes
 
 
 def test_the_built_marker_is_per_digest_and_architecture(tmp_path, monkeypatch):

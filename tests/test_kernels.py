@@ -129,3 +129,22 @@ def test_orders_and_grids():
     rows = P.rows_plan()
     assert rows.check[True].ctas_per_sm == P.ROWS_CHECK_CTAS_PER_SM
     assert rows.pack[16, 8].name == "dsort::k_pack_rows<dsort::Bytes16, unsigned long long>"
+
+
+@pytest.mark.parametrize("target", TARGETS, ids=IDS)
+def test_4_way_passes_follow_the_tunings_that_take_them(target):
+    """A sort plan whose tuning merges 4 runs a pass is followed by its 4-way plan (compiled with
+    the rest), of the sort plan's merge tiles and shared memory; one of 2 is not."""
+    listed = P.plans(target)
+    fours = 0
+    for plan, after in zip(listed, listed[1:] + [None]):
+        if not isinstance(plan, P.SortPlan):
+            continue
+        assert isinstance(after, P.Merge4Plan) == (plan.tuning.ways == 4), plan.merge_runs.name
+        if plan.tuning.ways == 4:
+            fours += 1
+            assert (after.merge_runs.tile, after.merge_runs.smem) == (plan.merge_runs.tile, plan.merge_runs.smem)
+            assert after.merge_runs.threads == plan.tuning.nt_merge
+            assert after.partition.threads == after.partition.tile == P.QUERY_THREADS  # a thread a tile boundary
+            assert (after.merge_runs_int64 is None) == (plan.merge_runs_int64 is None)
+    assert fours, "the measured table takes 4-way passes for some keys"

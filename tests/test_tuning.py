@@ -16,13 +16,14 @@ def test_every_table_is_complete_and_well_shaped(arch):
             assert nt & (nt - 1) == 0 and 32 <= nt <= 1024
         assert t.nt_blocksort % t.nt_merge == 0, "the blocksort tile must be a multiple of the merge tile"
         assert (t.tile_sort, t.tile_merge) == (t.nt_blocksort * t.vt, t.nt_merge * t.vt)
+        assert t.ways in (2, 4), "the passes merge 2 or 4 runs (kernel_mergesort.cu, kernel_merge4.cu)"
 
 
 def test_h100_values():
-    assert _tuning.select(90, 4, 0) == Tuning(512, 256, 21)
-    assert _tuning.select(90, 4, 4) == Tuning(512, 256, 21)
-    assert _tuning.select(90, 8, 0) == Tuning(512, 256, 17)
-    assert _tuning.select(90, 16, 8) == Tuning(256, 128, 17)
+    assert _tuning.select(90, 4, 0) == Tuning(512, 256, 21, 4)
+    assert _tuning.select(90, 4, 4) == Tuning(512, 256, 21, 4)
+    assert _tuning.select(90, 8, 0) == Tuning(512, 256, 17, 4)
+    assert _tuning.select(90, 16, 8) == Tuning(256, 128, 17, 4)
 
 
 def test_newest_measured_not_newer_than_the_device_else_the_oldest(monkeypatch):

@@ -317,8 +317,8 @@ def sort_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> Sor
 @dataclass(frozen=True)
 class Merge4Plan:
     """The 4-way passes of a sort plan (``Tuning.ways`` 4): their partition and merge kernels, of
-    the sort plan's tiles and shared memory, in a module of their own (built when a sort first asks
-    for them; not among :func:`modules` until a tuning takes them)."""
+    the sort plan's tiles and shared memory, in a module of their own (among :func:`modules` where a
+    tuning takes them; else built when a sort first asks for them)."""
 
     partition: Kernel  # k_partition_runs4: four co-ranks at every merge tile
     merge_runs: Kernel  # k_merge4_runs: one 4-way pass
@@ -333,19 +333,17 @@ def merge4_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> M
     """The 4-way passes of :func:`sort_plan` ``(order, value_bytes, mode, target)``."""
     plan = sort_plan(order, value_bytes, mode, target)
     t = plan.tuning
-    o, v = order.spelling, VALUE_TYPES.get(value_bytes, _NO_VALUE)
-    runs = Mode.KEYS if mode is Mode.KEYS else Mode.CARRY  # the passes move what the blocksort wrote
-    names = {
-        "partition": f"dsort::k_partition_runs4<{o}>",
-        "merge_runs": f"dsort::k_merge4_runs<{o}, {t.nt_merge}, {t.vt}, {runs.value}, {v}, {v}>",
-    }
-    if plan.merge_runs_int64 is not None:
-        names["merge_runs_int64"] = f"dsort::k_merge4_runs<{o}, {t.nt_merge}, {t.vt}, {runs.value}, {v}, {_INT64}>"
-    module = Module(MERGE4_SOURCES, tuple(names.values()))
-    kernels = {
-        role: _per_query(module, name) if role == "partition" else Kernel(module, name, t.nt_merge, t.tile_merge, plan.merge_runs.smem)
-        for role, name in names.items()
-    }
+
+    # the 4-way counterparts of the sort plan's merge_runs kernels, those of every mode of the value
+    # size in one module as in the sort module; the cuts, of the order alone, in one module per order
+    def four(md: Mode) -> dict[str, str]:
+        names = _sort_names(order, value_bytes, md, t).items()
+        return {r: n.replace("dsort::k_merge_runs<", "dsort::k_merge4_runs<", 1) for r, n in names if r.startswith("merge_runs")}
+
+    module = Module(MERGE4_SOURCES, tuple(dict.fromkeys(n for md in _modes(value_bytes) for n in four(md).values())))
+    kernels = {role: Kernel(module, name, t.nt_merge, t.tile_merge, plan.merge_runs.smem) for role, name in four(mode).items()}
+    cut = f"dsort::k_partition_runs4<{order.spelling}>"
+    kernels["partition"] = _per_query(Module(MERGE4_SOURCES, (cut,)), cut)
     return Merge4Plan(**kernels)
 
 
@@ -449,12 +447,16 @@ def orders() -> list[Order]:
 
 def plans(target: Target) -> list:
     """Every plan of the engine on ``target``: the rows and check plans, then per key order its search plan and
-    (keys of 4 bytes or more) its sort plans."""
+    (keys of 4 bytes or more) its sort plans, each followed by its 4-way passes where its tuning takes them."""
     out: list = [rows_plan(), check_plan()]
     for order in orders():
         out.append(search_plan(order))
         if order.key_bytes >= 4:
-            out += [sort_plan(order, vb, mode, target) for vb in (0, *VALUE_TYPES) for mode in _modes(vb)]
+            for vb in (0, *VALUE_TYPES):
+                for mode in _modes(vb):
+                    out.append(sort_plan(order, vb, mode, target))
+                    if out[-1].tuning.ways == 4:
+                        out.append(merge4_plan(order, vb, mode, target))
     return out
 
 

@@ -60,8 +60,9 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
 
     if passes:
         tiles = plan.merge_runs.grid(n)
-        stage = four or plan  # the kernels of each pass: 2-way (the sort plan's) or 4-way
+        stage = four or plan  # the kernels of each pass: 4-way, or the sort plan's 2-way
         parts = cupy.empty((tiles + 1) * (4 if four else 1), dtype=cupy.int64)
+        pairs = cupy.empty(tiles + 1, dtype=cupy.int64) if four else None  # a 4-way pass's 2-way co-ranks
         run = plan.tuning.tile_sort
         while run < n:
             src, dst = cur, 1 - cur
@@ -69,8 +70,12 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
             mr = stage.merge_runs_int64 if int64_out and last else stage.merge_runs
             vout = (final if int64_out and last else vals[dst]) if vbytes else C.NULL
             with C.phase(f"pass run={run}"):
-                args = (keys[src], np.int64(n), np.int64(run), np.int64(plan.tuning.tile_merge), np.int64(tiles + 1), parts)
-                C.launch(stage.partition, stage.partition.grid(tiles + 1), args)
+                args = (keys[src], np.int64(n), np.int64(run), np.int64(plan.tuning.tile_merge), np.int64(tiles + 1))
+                with C.phase(f"cuts run={run}"):
+                    if four:  # the co-ranks of (a, b) and (c, e) at every tile, then the 4-way ones from them
+                        C.launch(plan.partition, plan.partition.grid(tiles + 1), args + (pairs,))
+                        args += (pairs,)
+                    C.launch(stage.partition, stage.partition.grid(tiles + 1), args + (parts,))
                 args = (keys[src], vals[src] if vbytes else C.NULL, keys[dst], vout, np.int64(n), np.int64(run), parts)
                 C.launch(mr, tiles, args)
             cur, run = dst, run * ways

@@ -27,7 +27,7 @@ class Tuning:
     nt_blocksort: int  # threads per CTA of the blocksort
     nt_merge: int  # threads per CTA of the merges (passes and the standalone merge)
     vt: int  # keys per thread, both
-    ways: int = 2  # runs merged by one global pass: 2, or 4 (kernels/kernel_merge4.cu: half the passes; not yet measured)
+    ways: int = 2  # runs merged by one global pass: 2, or 4 (kernels/kernel_merge4.cu: half the passes)
 
     @property
     def tile_sort(self) -> int:
@@ -47,10 +47,10 @@ def _same_for_every_value(table: dict[int, Tuning]) -> dict[tuple[int, int], Tun
 # Compute capability (major * 10 + minor) -> {(key bytes, value bytes): Tuning}. Value bytes 0 is a
 # keys-only sort; 4 and 8 are carried values or generated positions (argsort).
 # sm_90 (H100): 4-byte keys swept keys-only and as argsort pairs, 8-byte keys keys-only; the other
-# value sizes take their key size's tuning, unmeasured.
-POLICIES: dict[int, dict[tuple[int, int], Tuning]] = {
-    90: _same_for_every_value({4: Tuning(512, 256, 21), 8: Tuning(512, 256, 17), 16: Tuning(256, 128, 17)}),
-}
+# value sizes take their key size's tuning, unmeasured. 4-way passes everywhere: at 2^28 keys
+# (2026-11-26, BENCHMARKS.md section 8) 1.15x (4-byte keys) to 1.35x (16-byte rows) faster than 2-way.
+_SM90 = _same_for_every_value({4: Tuning(512, 256, 21, 4), 8: Tuning(512, 256, 17, 4), 16: Tuning(256, 128, 17, 4)})
+POLICIES: dict[int, dict[tuple[int, int], Tuning]] = {90: _SM90}
 
 
 def policy_arch(arch: int) -> int:
