@@ -14,7 +14,9 @@ workers in host memory; dask's ``sort_values`` on a CPU ``LocalCluster`` of ``--
 ``--cpu-threads`` (and dsort on the same CPU workers), then dsort's ``sort_values(device="gpu")``
 on a ``LocalCUDACluster`` (one worker per GPU, ``--gpu-threads`` threads each): keys sorted and
 merged on the GPUs, the rows following in host memory. Each output is checked (sorted, no row
-lost or added: count and key sum).
+lost or added: count and key sum). ``--cudf`` (dask-cudf installed): the same rows as cudf
+partitions on the GPUs too, sorted by dask-cudf's ``sort_values`` (its default shuffle and
+``shuffle_method="tasks"``) and by dsort where they live.
 
     python benchmarks/bench_dataframe.py --gpu --rows 2**28 --parts 64 --repeat 2
 
@@ -57,8 +59,14 @@ def main() -> None:
     p.add_argument("--cpu-cases", default="dask,dsort", help="the GPU case's CPU peers: dask, dsort, both or none ('')")
     p.add_argument("--gpu-strategies", default="auto", help="the GPU case's strategies, comma separated (auto, memory, external)")
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
+    p.add_argument("--cudf", action="store_true", help="GPU case: the same rows as dask-cudf frames too (dask-cudf's sorts beside dsort's)")
     p.add_argument("--timeline", action="store_true", help="print each case's task phases in its last round (where the time went)")
     a = p.parse_args()
+    if a.cudf:
+        try:
+            import dask_cudf  # noqa: F401
+        except ImportError:
+            p.error("--cudf needs dask-cudf: pip install 'dsort[cudf]'")
     if a.gpu:
         return gpu_case(a)
     n = int(a.rows)
@@ -292,12 +300,26 @@ def gpu_case(a) -> None:
                     fn = lambda i, s=strategy: sort_values(fresh(df, i), "k", device="gpu", strategy=s)  # noqa: E731
                     t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
                     rows.append({"case": case, "workers": workers, "median s": t})
+                if a.cudf:  # the same rows as cudf partitions on the GPUs: dask-cudf's own sorts, and dsort's
+                    gdf = df.to_backend("cudf").persist()
+                    wait(gdf)
+                    cases = {
+                        "dask-cudf sort_values": lambda i: fresh(gdf, i).sort_values("k"),
+                        "dask-cudf sort_values tasks": lambda i: fresh(gdf, i).sort_values("k", shuffle_method="tasks"),
+                        "dsort, cudf frames": lambda i: sort_values(fresh(gdf, i), "k"),
+                    }
+                    for case, fn in cases.items():
+                        t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
+                        rows.append({"case": case, "workers": workers, "median s": t})
+                        print(rows[-1], flush=True)
     base = rows[0]["median s"] if rows and rows[0]["case"] == "dask" else None
+    peer = min((r["median s"] for r in rows if r["case"].startswith("dask-cudf")), default=None)
     for r in rows:
         r["vs dask"] = f"{base / r['median s']:.2f}x" if base else "-"
+        r["vs dask-cudf's best"] = f"{peer / r['median s']:.2f}x" if peer else "-"
         r["median s"] = f"{r['median s']:.2f}"
     write_json(a.json, rows, rows_=n, parts=parts, repeat=a.repeat)
-    print_table(rows, ["case", "workers", "median s", "vs dask"])
+    print_table(rows, ["case", "workers", "median s", "vs dask"] + (["vs dask-cudf's best"] if peer else []))
 
 
 if __name__ == "__main__":

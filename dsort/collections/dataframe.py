@@ -32,9 +32,10 @@ import pandas as pd
 
 from . import tasks as T
 from .frame_graph import Graph, as_collection, output_pieces, positional_divisions
-from .frame_spec import key_spec, output_partitions
+from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core.frame_keys import KeySpec, RowCodec, encode_keys, string_columns, string_widths
+from ..core.errors import UnsupportedType, UnsupportedValue
 
 __all__ = [
     "encode_keys",
@@ -131,6 +132,10 @@ def sort_values(
         return out.map_partitions(sort_function, **kwargs, meta=out._meta, align_dataframes=False)
     spec = key_spec(df, by, ascending, na_position, strategy, device)
     parts = output_partitions(df, npartitions)
+    if on_gpu_frame(df):  # cudf partitions: sorted where they are, by the external sort's GPU path
+        if divisions or strategy == "memory":
+            raise UnsupportedValue("a dask-cudf frame sorts by strategy='external' (or 'auto'), without divisions=True, for now")
+        strategy, device = "external", "gpu"
     if strategy == "auto":
         strategy = choose_strategy(df.npartitions, parts, divisions, device)
     if strategy == "external":
@@ -163,6 +168,8 @@ def sort_series(
     """A dask series sorted by its values, as pandas' ``Series.sort_values(kind="stable")``: index
     labels kept (or positions with ``ignore_index``; known positional divisions with
     ``divisions=True``), the name kept. The other options are :func:`sort_values`'s."""
+    if on_gpu_frame(s):
+        raise UnsupportedValue("sort_series of a dask-cudf series is not dsort's yet: sort its frame (s.to_frame()) with sort_values")
     if not isinstance(getattr(s, "_meta", None), pd.Series):
         raise TypeError(
             f"sort_series sorts dask Series; this is a {type(s).__name__}"
@@ -224,16 +231,23 @@ def sort_values_external(
     groups = scale.merge_groups(partitions, len(runs_at))
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
-    codec = RowCodec.of(df._meta)
+    gpu_frame = on_gpu_frame(df)
+    codec = RowCodec.of(pandas_meta(df))
+    if gpu_frame and codec is None:
+        raise UnsupportedType(
+            "dsort sorts dask-cudf frames whose columns and index are all numbers, booleans, datetimes or durations "
+            f"(this one's dtypes: {dict(pandas_meta(df).dtypes.astype(str))}, index {pandas_meta(df).index.dtype}), for now"
+        )
     # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
     passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
     first = dict(groups=passes, group_ranges=tuple((0,) * (b - a) for a, b in passes), first_piece=len(runs_at))
     if codec is not None:  # fixed-width columns: rows in the run store, no pickling
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
-        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=device == "gpu")
+        gpu = device == "gpu" or gpu_frame
+        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu)
         job = external.FixedFrameJob(
-            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=device == "gpu", starts=starts, **first
+            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=gpu, cudf=gpu_frame, starts=starts, **first
         )
         run, cuts, merge, extra, functions = external.fixed_run, external.fixed_cuts, external.fixed_merge, (), None
     else:

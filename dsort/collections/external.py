@@ -445,6 +445,7 @@ class FixedFrameJob(F.FirstPass):
     range_rows: tuple = ()  # rows of every merge group: set by the cuts task, once the runs' sizes are known
     ignore_index: bool = False
     gpu: bool = False
+    cudf: bool = False  # cudf partitions (a dask-cudf frame): their columns read and the outputs made on the GPU
     starts: tuple = (0,)  # the first output of every merge group
     descending: bool = False  # the key bytes carry the order: always ascending here
     na_position: str = "last"
@@ -476,9 +477,7 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
     """Consecutive partitions ``parts`` as rows (key bytes, row bytes), sorted by their keys and
     kept as run ``p``. On a GPU the rows are built there: the columns go as they are, keys and
     rows are made on the device (no host pass over the rows)."""
-    import pandas as pd
-
-    part = parts[0] if len(parts) == 1 else pd.concat(parts)
+    part = parts[0] if len(parts) == 1 else _concat(job, parts)
     watch = F.Stopwatch()
     if job.gpu:
         with F.on_stream(_device()):  # this thread's own stream: the worker's threads overlap on the GPU
@@ -506,9 +505,13 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
 
     from ..core.frame_keys import write_number_keys
 
-    host = job.codec.columns(part)
-    kinds = [x.dtype.kind for x in host]
-    columns = [chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(host, kinds)]  # CuPy has no datetimes
+    if job.cudf:  # already on this GPU (datetimes as int64), written by cudf's stream: waited for
+        columns, kinds = job.codec.gpu_columns(part), [np.dtype(d).kind for d in job.codec.dtypes]
+        cupy.cuda.Device().synchronize()
+    else:
+        host = job.codec.columns(part)
+        kinds = [x.dtype.kind for x in host]
+        columns = [chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(host, kinds)]  # CuPy has no datetimes
     watch.lap("copy in")
     names = list(part.columns)
     keys = [names.index(c) if c in names else len(names) for c in job.spec.by]  # else: the index, by its name
@@ -541,17 +544,45 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
             columns = job.codec.pick(merged[1], job.layout.key_bytes)
             F.sync(gpu)
             watch.lap("decode")
-            out = job.codec.frame([dev.to_host(x) for x in columns])
-            watch.lap("copy out")
+            if job.cudf:  # the output stays on the GPU
+                out = job.codec.cudf_frame(columns)
+                watch.lap("make frame")
+            else:
+                out = job.codec.frame([dev.to_host(x) for x in columns])
+                watch.lap("copy out")
     R.finish(job.store, t, len(job.starts), cut[1])
     if out is None:
         rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
         out = job.codec.decode(rows, job.layout.key_bytes)
+        if job.cudf:
+            import cudf
+
+            out = cudf.from_pandas(out, nan_as_null=False)
         watch.lap("decode")
     report_stages("merge", watch)
     if job.ignore_index:
-        import pandas as pd
-
         start = int(cut[0][t].sum())
-        out = out.set_axis(pd.RangeIndex(start, start + len(out)))
+        out.index = _range_index(job, start, start + len(out))
     return out
+
+
+def _concat(job: FixedFrameJob, parts):
+    """Partitions one after the other: pandas', or cudf's (a dask-cudf frame's)."""
+    if job.cudf:
+        import cudf
+
+        return cudf.concat(parts)
+    import pandas as pd
+
+    return pd.concat(parts)
+
+
+def _range_index(job: FixedFrameJob, start: int, stop: int):
+    """The positional index ``[start, stop)`` of an output partition, of its frame's kind."""
+    if job.cudf:
+        import cudf
+
+        return cudf.RangeIndex(start, stop)
+    import pandas as pd
+
+    return pd.RangeIndex(start, stop)

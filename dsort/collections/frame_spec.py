@@ -14,11 +14,24 @@ STRATEGIES = ("auto", "memory", "external")
 DEVICES = (None, "gpu")
 
 
+def on_gpu_frame(df) -> bool:
+    """Whether ``df`` is a dask-cudf frame (cudf partitions, in GPU memory), told by its meta's
+    type alone: cudf is never imported for a pandas frame."""
+    return type(getattr(df, "_meta", None)).__module__.split(".")[0] == "cudf"
+
+
+def pandas_meta(df):
+    """``df``'s meta as pandas (a dask-cudf frame's converted: the same columns and dtypes)."""
+    return df._meta.to_pandas() if on_gpu_frame(df) else df._meta
+
+
 def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
-    """The sort's key spec, every argument checked against the frame's meta (no data read)."""
-    if not isinstance(getattr(df, "_meta", None), pd.DataFrame):
-        kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
-        what = "a dask Series: use sort_series" if isinstance(getattr(df, "_meta", None), pd.Series) else f"a {kind}"
+    """The sort's key spec, every argument checked against the frame's meta (no data read); a
+    dask-cudf frame's as its pandas equivalent."""
+    meta = pandas_meta(df) if hasattr(df, "_meta") else None
+    if not isinstance(meta, pd.DataFrame):
+        kind = "dask-cudf Series" if on_gpu_frame(df) else f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
+        what = "a dask Series: use sort_series" if isinstance(meta, pd.Series) and not on_gpu_frame(df) else f"a {kind}"
         raise UnsupportedType(f"dsort.dataframe sorts dask DataFrames; this is {what}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -26,9 +39,9 @@ def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
         raise ValueError(f"device must be one of {DEVICES}, got {device!r}")
     by, ascending = normalize(by, ascending)
     for c in by:
-        column(df._meta, c)  # a KeyError naming the columns, or ambiguous
-    check_categories(df, by)
-    return KeySpec.of(df._meta, by, ascending, na_position)
+        column(meta, c)  # a KeyError naming the columns, or ambiguous
+    check_categories(df, by, meta)
+    return KeySpec.of(meta, by, ascending, na_position)
 
 
 def output_partitions(df, npartitions) -> int:
@@ -40,11 +53,11 @@ def output_partitions(df, npartitions) -> int:
     return int(npartitions)
 
 
-def check_categories(df, by) -> None:
+def check_categories(df, by, meta) -> None:
     """Categorical sort columns sort by their codes, so every partition must share one list of
-    categories, known up front (dask's ``.cat.as_known()``)."""
+    categories, known up front (dask's ``.cat.as_known()``). ``meta``: df's, as pandas."""
     from dask.dataframe.utils import has_known_categories
 
     for c in by:
-        if c in df.columns and isinstance(df._meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
+        if c in df.columns and isinstance(meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
             raise UnsupportedValue(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")

@@ -13,7 +13,7 @@ from ..core import frame_chunk as F
 from ..core.errors import UnsupportedValue
 from ..core.frame_keys import column
 from .frame_graph import Graph, grouped_cuts, nonempty_cuts
-from .frame_spec import key_spec, output_partitions
+from .frame_spec import key_spec, on_gpu_frame, output_partitions
 
 
 def set_index(
@@ -72,6 +72,10 @@ def set_index(
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
     if other in df.columns and df.index.name == other:  # the column is the key, as in pandas and dask
         df = df.rename_axis(None)
+    if on_gpu_frame(df):
+        raise UnsupportedValue(
+            "set_index of a dask-cudf frame is not dsort's yet: sort it with dsort.dataframe.sort_values, then set_index(..., sorted=True)"
+        )
     spec = key_spec(df, other, True, "last", "memory", device)
     dtype = column(df._meta, other).dtype
     if divisions is not None:  # the user's boundaries as the key's values (what the cuts and the divisions use)

@@ -21,7 +21,7 @@ import pandas as pd
 from pandas.api import types as pdt
 
 from ..engine import host
-from .errors import UnsupportedType
+from .errors import UnsupportedType, UnsupportedValue
 
 __all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "string_columns", "string_widths", "unordered", "widen"]
 
@@ -408,6 +408,13 @@ def normalize(by, ascending):
 FIXED_KINDS = "biufmM"  # NumPy bools, integers, floats, datetimes and durations (tz-naive)
 
 
+def _has_nulls(x) -> bool:
+    """Whether a cudf series or index holds nulls (NaN is a value, not a null)."""
+    if hasattr(x, "start") and hasattr(x, "step"):  # a RangeIndex
+        return False
+    return bool(x.has_nulls if hasattr(x, "has_nulls") else x.to_series().has_nulls)
+
+
 @dataclass(frozen=True)
 class RowCodec:
     """A frame whose columns and index all have fixed-width NumPy dtypes, as byte rows: each
@@ -453,6 +460,41 @@ class RowCodec:
         meta = self.meta
         index = pd.Index(columns[-1], name=meta.index.name, dtype=meta.index.dtype)
         return pd.DataFrame(dict(zip(range(len(columns) - 1), columns[:-1])), index=index).set_axis(meta.columns, axis=1)
+
+    def gpu_columns(self, df) -> list:
+        """:meth:`columns` of a cudf frame (a dask-cudf partition): CuPy arrays on its GPU, no copy
+        to the host; datetimes and durations as int64 (CuPy has neither). Columns with nulls are
+        refused (:class:`~dsort.core.errors.UnsupportedValue`)."""
+        import cupy
+
+        out = []
+        for name, d in zip([*df.columns, None], self.dtypes):
+            x = df[name] if name is not None else df.index
+            if _has_nulls(x):
+                what = f"column {name!r}" if name is not None else "the index"
+                raise UnsupportedValue(f"{what} holds nulls: dsort sorts cudf frames without nulls for now (fillna first)")
+            want = np.dtype(np.int64) if np.dtype(d).kind in "mM" else np.dtype(d)
+            if name is None and hasattr(x, "start") and hasattr(x, "step"):  # a RangeIndex: no column of its own
+                out.append(cupy.arange(x.start, x.stop, x.step, dtype=np.int64))
+            else:  # converted by cudf (its stream, which the caller waits for), never by CuPy here
+                out.append((x if x.dtype == want else x.astype(want)).values)
+        return out
+
+    def cudf_frame(self, columns: list):
+        """:meth:`frame` as a cudf frame (CuPy arrays in, as :meth:`pick` gives them on a GPU): the
+        rows stay on the GPU, NaN stays NaN (cudf would make it a null by default)."""
+        import cudf
+
+        def values(x, d):
+            d = np.dtype(d)
+            return cudf.Series(x.view(np.int64)).astype(d) if d.kind in "mM" else x.view(d)
+
+        data = {i: values(x, d) for i, (x, d) in enumerate(zip(columns[:-1], self.dtypes[:-1]))}
+        out = cudf.DataFrame(data, nan_as_null=False)
+        index = cudf.Index(values(columns[-1], self.dtypes[-1]), name=self.meta.index.name, nan_as_null=False)
+        out.index = index  # set, not aligned
+        out.columns = self.meta.columns
+        return out
 
     def _offsets(self, at: int) -> list:
         return [at + int(o) for o in np.cumsum([0] + [np.dtype(d).itemsize for d in self.dtypes[:-1]])]

@@ -1,0 +1,112 @@
+"""dask-cudf frames (cudf partitions in GPU memory) sorted where they live (issue 28): the result
+keeps cudf partitions, balanced, and equals pandas' stable sort of the same rows. These tests need
+cudf and dask-cudf and a GPU (the device machine: scripts/device-cudf); elsewhere they skip, saying
+why. Without cudf, a pandas frame's sort never imports it."""
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from .conftest import HAS_GPU
+
+needs_cudf = pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
+
+
+def _cudf():
+    cudf = pytest.importorskip("cudf", reason="cudf is not installed (pip install 'dsort[cudf]')")
+    dask_cudf = pytest.importorskip("dask_cudf", reason="dask-cudf is not installed (pip install 'dsort[cudf]')")
+    return cudf, dask_cudf
+
+
+def _frame(rng, n, dup=50):
+    """Keys with many duplicates, NaN and infinities among the floats, every fixed-width kind."""
+    f = rng.normal(size=n)
+    f[rng.random(n) < 0.1] = np.nan
+    f[rng.random(n) < 0.02] = np.inf
+    f[rng.random(n) < 0.02] = -np.inf
+    return pd.DataFrame(
+        {
+            "k": rng.integers(0, dup, n),
+            "f": f,
+            "i32": rng.integers(-5, 5, n).astype(np.int32),
+            "b": rng.random(n) < 0.5,
+            "t": pd.to_datetime(rng.integers(0, 10**6, n), unit="s"),
+            "v": np.arange(n),
+        },
+        index=pd.Index(rng.permutation(n), name="ix"),
+    )
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize(
+    "by,ascending,na_position",
+    [("k", True, "last"), ("f", False, "first"), (["b", "f"], [True, False], "last"), (["t", "i32"], True, "first"), ("v", False, "last")],
+)
+@pytest.mark.parametrize("n,parts,out", [(0, 1, 1), (1, 1, 1), (5_000, 7, 7), (20_011, 16, 5), (3_000, 3, 9)])
+def test_sort_values_equals_pandas_and_keeps_cudf_partitions(rng, by, ascending, na_position, n, parts, out):
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    pdf = _frame(rng, n)
+    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=parts, sort=False)
+    res = dd_sort.sort_values(gdf, by, ascending=ascending, na_position=na_position, npartitions=out)
+    assert type(res._meta).__module__.startswith("cudf")
+    got = res.compute()
+    assert type(got).__module__.startswith("cudf")
+    assert not any(got[c].has_nulls for c in got.columns), "NaN came back as null"
+    want = pdf.sort_values(by, ascending=ascending, na_position=na_position, kind="stable")
+    pd.testing.assert_frame_equal(got.to_pandas(), want)
+    sizes = res.map_partitions(len).compute().to_numpy() if n else np.zeros(1)
+    assert res.npartitions == out and sizes.max() - sizes.min() <= 1
+
+
+@pytest.mark.gpu
+@needs_cudf
+def test_accessor_and_ignore_index(rng):
+    import dsort  # noqa: F401  (the accessor)
+
+    cudf, dask_cudf = _cudf()
+    pdf = _frame(rng, 4_000, dup=7)
+    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=6, sort=False)
+    got = gdf.dsort.sort_values("k", ignore_index=True).compute().to_pandas()
+    want = pdf.sort_values("k", kind="stable", ignore_index=True)
+    pd.testing.assert_frame_equal(got, want, check_index_type=False)
+
+
+@pytest.mark.gpu
+@needs_cudf
+def test_refusals_name_the_problem(rng):
+    import dsort.dataframe as dd_sort
+    from dsort.core.errors import UnsupportedType, UnsupportedValue
+
+    cudf, dask_cudf = _cudf()
+    pdf = _frame(rng, 100)
+    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=2, sort=False)
+    with pytest.raises(UnsupportedValue, match="divisions"):
+        dd_sort.sort_values(gdf, "k", divisions=True)
+    with pytest.raises(UnsupportedValue, match="set_index"):
+        dd_sort.set_index(gdf, "k")
+    strings = dask_cudf.from_cudf(cudf.from_pandas(pdf.assign(s=pdf["k"].astype(str)), nan_as_null=False), npartitions=2, sort=False)
+    with pytest.raises(UnsupportedType, match="numbers, booleans"):
+        dd_sort.sort_values(strings, "k")
+    nulls = cudf.from_pandas(pdf, nan_as_null=False)
+    nulls["k"] = nulls["k"].astype("float64").mask(nulls["k"] == 3)
+    with pytest.raises(UnsupportedValue, match="nulls"):
+        dd_sort.sort_values(dask_cudf.from_cudf(nulls, npartitions=2, sort=False), "k").compute()
+
+
+def test_pandas_sorts_never_import_cudf():
+    """cudf is imported only when a cudf frame arrives: a pandas frame's sort, both strategies."""
+    code = (
+        "import sys, numpy as np, pandas as pd, dask.dataframe as dd, dsort.dataframe as d\n"
+        "df = dd.from_pandas(pd.DataFrame({'k': np.arange(1000)[::-1], 'v': np.arange(1000)}), npartitions=4)\n"
+        "for s in ('memory', 'external'):\n"
+        "    assert d.sort_values(df, 'k', strategy=s).compute()['k'].is_monotonic_increasing\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('cudf', 'dask_cudf')))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
