@@ -110,3 +110,23 @@ def test_pandas_sorts_never_import_cudf():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("host_budget", ["0", "64KiB"])
+def test_runs_beyond_the_gpus_share_go_to_host_memory_and_files(rng, tmp_path, host_budget):
+    """A dask-cudf frame bigger than the GPU memory the runs may use (here none: the share at 0)
+    sorts through runs in host memory and then files, nothing lost, the files removed after."""
+    import dask
+
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    pdf = _frame(rng, 30_000)
+    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=12, sort=False)
+    with dask.config.set({"dsort.runs.shared-gpu-fraction": 0}):
+        got = dd_sort.sort_values(gdf, ["b", "f"], local_directory=tmp_path, memory_limit=host_budget).compute()
+    want = pdf.sort_values(["b", "f"], kind="stable")
+    pd.testing.assert_frame_equal(got.to_pandas(), want)
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()], "runs left behind"
