@@ -93,10 +93,9 @@ def test_refusals_name_the_problem(rng):
     strings = dask_cudf.from_cudf(cudf.from_pandas(pdf.assign(s=pdf["k"].astype(str)), nan_as_null=False), npartitions=2, sort=False)
     with pytest.raises(UnsupportedType, match="numbers, booleans"):
         dd_sort.sort_values(strings, "k")
-    nulls = cudf.from_pandas(pdf, nan_as_null=False)
-    nulls["k"] = nulls["k"].astype("float64").mask(nulls["k"] == 3)
-    with pytest.raises(UnsupportedValue, match="nulls"):
-        dd_sort.sort_values(dask_cudf.from_cudf(nulls, npartitions=2, sort=False), "k").compute()
+    nullable = dask_cudf.from_cudf(cudf.from_pandas(pdf.astype({"k": "Int64"}), nan_as_null=False), npartitions=2, sort=False)
+    with pytest.raises(UnsupportedType, match="numbers, booleans"):  # pandas' nullable dtypes: cast to NumPy's (nulls kept)
+        dd_sort.sort_values(nullable, "k")
 
 
 def test_pandas_sorts_never_import_cudf():
@@ -130,3 +129,34 @@ def test_runs_beyond_the_gpus_share_go_to_host_memory_and_files(rng, tmp_path, h
     want = pdf.sort_values(["b", "f"], kind="stable")
     pd.testing.assert_frame_equal(got.to_pandas(), want)
     assert not [p for p in tmp_path.rglob("*") if p.is_file()], "runs left behind"
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("na_position", ["last", "first"])
+def test_nulls_sort_as_pandas_missing_values_and_come_back(rng, na_position):
+    """Nulls in cudf columns (keys and not) sort as pandas' missing values do (by na_position,
+    stable among themselves, both directions) and come back as nulls, NaN staying NaN."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    n = 6_000
+    pdf = pd.DataFrame(
+        {
+            "I": pd.array(rng.integers(-5, 5, n), dtype="Int64"),
+            "F": pd.array(rng.choice([-1.5, 0.0, 2.25, np.inf], n), dtype="Float64"),
+            "B": pd.array(rng.random(n) < 0.5, dtype="boolean"),
+            "t": pd.to_datetime(rng.integers(0, 50, n), unit="D"),
+            "v": np.arange(n),
+        }
+    )
+    for c in ("I", "F", "B", "t"):
+        pdf.loc[rng.random(n) < 0.2, c] = pd.NaT if c == "t" else pd.NA
+    g = cudf.from_pandas(pdf, nan_as_null=False).astype({"I": "int64", "F": "float64", "B": "bool"})  # NumPy dtypes, nulls kept
+    gdf = dask_cudf.from_cudf(g, npartitions=5, sort=False)
+    for by, ascending in ((["I"], True), (["F", "I"], [False, True]), (["B", "t"], [True, False])):
+        got = dd_sort.sort_values(gdf, by, ascending=ascending, na_position=na_position, npartitions=4).compute()
+        back = pd.DataFrame({c: got[c].to_pandas(nullable=c != "t") for c in got.columns})  # datetimes: NaT
+        back.index = got.index.to_pandas()
+        want = pdf.sort_values(by, ascending=ascending, na_position=na_position, kind="stable")
+        pd.testing.assert_frame_equal(back, want, check_index_type=False)

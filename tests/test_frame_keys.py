@@ -221,9 +221,51 @@ def test_number_keys_written_by_slices_equal_the_encoded_keys(rng, na_position):
         again = np.zeros_like(out)
         write_number_keys(spec, words, again, np, [df[c].dtype.kind for c in by])
         np.testing.assert_array_equal(again[:, : keys.shape[1]], keys)
+    # nulls (pandas' nullable columns: a cudf frame's nulls, given as values and masks)
+    nullable = pd.DataFrame(
+        {
+            "I": pd.array(rng.integers(-3, 3, n), dtype="Int64"),
+            "F": pd.array(rng.choice([-0.0, 1.5, -np.inf, 2.0], n), dtype="Float64"),
+            "B": pd.array(rng.random(n) < 0.5, dtype="boolean"),
+        }
+    )
+    for c in nullable.columns:
+        nullable.loc[rng.random(n) < 0.3, c] = pd.NA
+    for ascending in (True, False):
+        spec = KeySpec.of(nullable, list(nullable.columns), ascending, na_position)
+        keys, _ = spec.encode(nullable)
+        fills = {"I": 99, "F": 7.0, "B": True}  # any value: a missing row's is ignored
+        values = [nullable[c].to_numpy(dtype=nullable[c].dtype.numpy_dtype, na_value=fills[c]) for c in nullable.columns]
+        out = np.zeros((n, keys.shape[1]), np.uint8)
+        write_number_keys(spec, values, out, np, missing=[nullable[c].isna().to_numpy() for c in nullable.columns])
+        np.testing.assert_array_equal(out, keys)
     codec = RowCodec.of(df)
     rows = codec.encode(df, np.zeros((n, codec.row_bytes + 5), np.uint8), 5)
     placed = np.zeros_like(rows)
     codec.place(codec.columns(df), placed, 5)
     np.testing.assert_array_equal(placed, rows)
     pd.testing.assert_frame_equal(codec.frame(codec.pick(rows, 5)), df)
+
+
+def test_row_codec_with_nulls_carries_a_validity_byte_per_column(rng):
+    """RowCodec.of(meta, nulls=True) (cudf frames): each column's validity byte follows the
+    columns, before the index; place and pick carry them like any column (on NumPy here, as on
+    CuPy); missing() reads a column's nulls back."""
+    from dsort.core.frame_keys import RowCodec
+
+    n = 50
+    df = pd.DataFrame({"a": rng.integers(0, 9, n), "f": rng.normal(size=n), "b": rng.random(n) < 0.5}, index=pd.Index(np.arange(n) * 3))
+    plain, codec = RowCodec.of(df), RowCodec.of(df, nulls=True)
+    assert codec.width == plain.width == 3
+    assert codec.dtypes == plain.dtypes[:3] + ("|u1",) * 3 + plain.dtypes[3:]
+    assert codec.row_bytes == plain.row_bytes + 3
+    valid = [(rng.random(n) < 0.7).astype(np.uint8) for _ in range(3)]
+    columns = plain.columns(df)[:3] + valid + plain.columns(df)[3:]
+    rows = np.zeros((n, codec.row_bytes + 2), np.uint8)
+    codec.place(columns, rows, 2)
+    back = codec.pick(rows, 2)
+    for got, want, d in zip(back, columns, codec.dtypes):
+        np.testing.assert_array_equal(got.view(d), want)
+    for i in range(3):
+        np.testing.assert_array_equal(codec.missing(back, i), valid[i] == 0)
+    assert plain.missing(back, 0) is None

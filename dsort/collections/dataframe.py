@@ -232,7 +232,7 @@ def sort_values_external(
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
     gpu_frame = on_gpu_frame(df)
-    codec = RowCodec.of(pandas_meta(df))
+    codec = RowCodec.of(pandas_meta(df), nulls=gpu_frame)  # a cudf frame's rows carry their columns' nulls
     if gpu_frame and codec is None:
         raise UnsupportedType(
             "dsort sorts dask-cudf frames whose columns and index are all numbers, booleans, datetimes or durations "

@@ -505,18 +505,21 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
 
     from ..core.frame_keys import write_number_keys
 
+    missing = None
     if job.cudf:  # already on this GPU (datetimes as int64), written by cudf's stream: waited for
         columns, kinds = job.codec.gpu_columns(part), [np.dtype(d).kind for d in job.codec.dtypes]
         cupy.cuda.Device().synchronize()
+        missing = lambda i: job.codec.missing(columns, i) if i < job.codec.width else None  # noqa: E731
     else:
         host = job.codec.columns(part)
         kinds = [x.dtype.kind for x in host]
         columns = [chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(host, kinds)]  # CuPy has no datetimes
     watch.lap("copy in")
     names = list(part.columns)
-    keys = [names.index(c) if c in names else len(names) for c in job.spec.by]  # else: the index, by its name
+    keys = [names.index(c) if c in names else len(columns) - 1 for c in job.spec.by]  # else: the index (last), by its name
     rows = cupy.empty((len(part), job.layout.row_bytes), cupy.uint8)
-    write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys])
+    gone = [missing(i) for i in keys] if missing else None
+    write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys], gone)
     job.codec.place(columns, rows, job.layout.key_bytes)
     F.sync(_device())
     watch.lap("encode")
@@ -553,11 +556,12 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     R.finish(job.store, t, len(job.starts), cut[1])
     if out is None:
         rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
-        out = job.codec.decode(rows, job.layout.key_bytes)
-        if job.cudf:
+        if job.cudf:  # no rows: the meta's columns and index, as cudf
             import cudf
 
-            out = cudf.from_pandas(out, nan_as_null=False)
+            out = cudf.from_pandas(job.codec.meta, nan_as_null=False)
+        else:
+            out = job.codec.decode(rows, job.layout.key_bytes)
         watch.lap("decode")
     report_stages("merge", watch)
     if job.ignore_index:

@@ -129,18 +129,25 @@ def number_word(x, xp=np, kind=None, out=None) -> tuple:
     return xp.where(na, 0, xp.where(bits & top, ~bits, bits | top)), na
 
 
-def write_number_keys(spec, columns, out, xp, kinds=None) -> None:
+def write_number_keys(spec, columns, out, xp, kinds=None, missing=None) -> None:
     """The keys of ``spec`` (all its columns numbers, booleans, datetimes or durations of NumPy
     dtypes, given as arrays of ``xp``, one per ``spec.by`` column; ``kinds``: their NumPy kinds
     where an array holds other words, see :func:`number_word`) written into the first
     ``spec.width(())`` bytes of every row of ``out`` (``(n, width)`` uint8 of ``xp``), as
-    :meth:`KeySpec.encode` writes them on the host: byte slices, for arrays on a GPU."""
+    :meth:`KeySpec.encode` writes them on the host: byte slices, for arrays on a GPU.
+    ``missing``: per column, None or a boolean array of the rows whose value is missing (a null,
+    as pandas' ``NA`` of a nullable column: its value in ``columns`` is ignored)."""
     na_first, at = spec.na_position == "first", 0
-    for x, ascending, kind in zip(columns, spec.ascending, kinds or [None] * len(columns)):
+    none = [None] * len(columns)
+    for x, ascending, kind, gone in zip(columns, spec.ascending, kinds or none, missing or none):
         word, na = number_word(x, xp, kind)
         size = word.dtype.itemsize
+        if gone is not None:
+            na = na | gone
         if not ascending:
-            word = xp.where(na, 0, ~word)
+            word = ~word
+        if gone is not None or not ascending:  # a missing value's word is 0 (NaN's and NaT's already are, ascending)
+            word = xp.where(na, 0, word)
         out[:, at] = ~na if na_first else na
         out[:, at + 1 : at + 1 + size] = word.view(xp.uint8).reshape(len(word), size)[:, ::-1]  # big-endian
         at += 1 + size
@@ -415,6 +422,16 @@ def _has_nulls(x) -> bool:
     return bool(x.has_nulls if hasattr(x, "has_nulls") else x.to_series().has_nulls)
 
 
+def _validity(s):
+    """A cudf series' validity as CuPy uint8: 1 where it holds a value (NaN included), 0 at its
+    nulls (its ``isna`` would count NaN too: pylibcudf's ``is_valid`` does not)."""
+    import cudf
+    import pylibcudf as plc
+
+    column, meta = s.to_pylibcudf()
+    return cudf.Series.from_pylibcudf(plc.unary.is_valid(column), meta).values.astype(np.uint8)
+
+
 @dataclass(frozen=True)
 class RowCodec:
     """A frame whose columns and index all have fixed-width NumPy dtypes, as byte rows: each
@@ -423,10 +440,11 @@ class RowCodec:
     frames (strings, nullable and Arrow types, categoricals, a MultiIndex)."""
 
     meta: object  # an empty frame of the columns and index
-    dtypes: tuple  # per column, then the index: NumPy dtype strings
+    dtypes: tuple  # per column, then the index: NumPy dtype strings (with nulls: a validity byte per column before the index)
+    nulls: bool = False  # cudf frames: each column's validity rides in the row too (gpu_columns, cudf_frame)
 
     @classmethod
-    def of(cls, meta: pd.DataFrame):
+    def of(cls, meta: pd.DataFrame, nulls: bool = False):
         if isinstance(meta.index, pd.MultiIndex):
             return None
         dtypes = [*meta.dtypes, meta.index.dtype]
@@ -434,7 +452,15 @@ class RowCodec:
             return None
         if meta.columns.has_duplicates:
             return None
-        return cls(meta.iloc[:0], tuple(np.dtype(d).str for d in dtypes))
+        strs = [np.dtype(d).str for d in dtypes]
+        if nulls:
+            strs = strs[:-1] + ["|u1"] * (len(strs) - 1) + strs[-1:]
+        return cls(meta.iloc[:0], tuple(strs), nulls)
+
+    @property
+    def width(self) -> int:
+        """The frame's columns (without the validity bytes and the index)."""
+        return len(self.meta.columns)
 
     @property
     def row_bytes(self) -> int:
@@ -463,36 +489,64 @@ class RowCodec:
 
     def gpu_columns(self, df) -> list:
         """:meth:`columns` of a cudf frame (a dask-cudf partition): CuPy arrays on its GPU, no copy
-        to the host; datetimes and durations as int64 (CuPy has neither). Columns with nulls are
-        refused (:class:`~dsort.core.errors.UnsupportedValue`)."""
+        to the host; datetimes and durations as int64 (CuPy has neither). With :attr:`nulls`, each
+        column's nulls are filled (NaN for floats, 0 or False else) and its validity (1: a value,
+        NaN included) follows the columns, before the index; without, a column with nulls is
+        refused (:class:`~dsort.core.errors.UnsupportedValue`). An index with nulls is refused."""
         import cupy
 
-        out = []
-        for name, d in zip([*df.columns, None], self.dtypes):
-            x = df[name] if name is not None else df.index
-            if _has_nulls(x):
-                what = f"column {name!r}" if name is not None else "the index"
-                raise UnsupportedValue(f"{what} holds nulls: dsort sorts cudf frames without nulls for now (fillna first)")
-            want = np.dtype(np.int64) if np.dtype(d).kind in "mM" else np.dtype(d)
-            if name is None and hasattr(x, "start") and hasattr(x, "step"):  # a RangeIndex: no column of its own
-                out.append(cupy.arange(x.start, x.stop, x.step, dtype=np.int64))
-            else:  # converted by cudf (its stream, which the caller waits for), never by CuPy here
-                out.append((x if x.dtype == want else x.astype(want)).values)
-        return out
+        values, valid = [], []
+        for name, d in zip(df.columns, self.dtypes):
+            x, kind = df[name], np.dtype(d).kind
+            gaps = _has_nulls(x)
+            if gaps and not self.nulls:
+                raise UnsupportedValue(f"column {name!r} holds nulls: dsort sorts cudf frames without nulls for now (fillna first)")
+            if kind in "mM":
+                x = x.astype("int64")  # keeps the nulls
+            want = np.dtype(np.int64) if kind in "mM" else np.dtype(d)
+            if x.dtype != want:  # converted by cudf (its stream, which the caller waits for), never by CuPy here
+                x = x.astype(want)
+            fill = np.nan if kind == "f" else False if kind == "b" else 0
+            values.append(x.to_cupy(na_value=fill) if gaps else x.values)
+            if self.nulls:
+                valid.append(_validity(x) if gaps else cupy.ones(len(x), np.uint8))
+        x = df.index
+        if _has_nulls(x):
+            raise UnsupportedValue("the index holds nulls: dsort sorts cudf frames by an index without nulls")
+        if hasattr(x, "start") and hasattr(x, "step"):  # a RangeIndex: no column of its own
+            index = cupy.arange(x.start, x.stop, x.step, dtype=np.int64)
+        else:
+            d = np.dtype(self.dtypes[-1])
+            want = np.dtype(np.int64) if d.kind in "mM" else d
+            x = x.astype("int64") if d.kind in "mM" else x
+            index = (x if x.dtype == want else x.astype(want)).values
+        return values + valid + [index]
+
+    def missing(self, columns: list, i: int):
+        """Column ``i``'s nulls among :meth:`gpu_columns`' arrays (a boolean array), or None."""
+        return columns[self.width + i] == 0 if self.nulls else None
 
     def cudf_frame(self, columns: list):
         """:meth:`frame` as a cudf frame (CuPy arrays in, as :meth:`pick` gives them on a GPU): the
-        rows stay on the GPU, NaN stays NaN (cudf would make it a null by default)."""
+        rows stay on the GPU, NaN stays NaN (cudf would make it a null by default), and with
+        :attr:`nulls` the nulls come back where the validity bytes say."""
         import cudf
 
         def values(x, d):
             d = np.dtype(d)
-            return cudf.Series(x.view(np.int64)).astype(d) if d.kind in "mM" else x.view(d)
+            return cudf.Series(x.view(np.int64)).astype(d) if d.kind in "mM" else cudf.Series(x.view(d), nan_as_null=False)
 
-        data = {i: values(x, d) for i, (x, d) in enumerate(zip(columns[:-1], self.dtypes[:-1]))}
+        k = self.width
+        data = {}
+        for i, (x, d) in enumerate(zip(columns[:k], self.dtypes[:k])):
+            data[i] = values(x, d)
+            if self.nulls:
+                gone = columns[k + i].view(np.uint8) == 0
+                if bool(gone.any()):
+                    data[i] = data[i].mask(gone)  # nulls where the validity says; NaN left as it is
         out = cudf.DataFrame(data, nan_as_null=False)
-        index = cudf.Index(values(columns[-1], self.dtypes[-1]), name=self.meta.index.name, nan_as_null=False)
-        out.index = index  # set, not aligned
+        index = values(columns[-1], self.dtypes[-1])
+        out.index = cudf.Index(index, name=self.meta.index.name, nan_as_null=False)  # set, not aligned
         out.columns = self.meta.columns
         return out
 
