@@ -236,7 +236,8 @@ def sort_values_external(
     if gpu_frame and codec is None:
         raise UnsupportedType(
             "dsort sorts dask-cudf frames whose columns and index are all numbers, booleans, datetimes or durations "
-            f"(this one's dtypes: {dict(pandas_meta(df).dtypes.astype(str))}, index {pandas_meta(df).index.dtype}), for now"
+            f"of NumPy dtypes (this one's: {dict(pandas_meta(df).dtypes.astype(str))}, index {pandas_meta(df).index.dtype}), "
+            "for now; cast pandas' nullable ones (Int64, Float64, boolean) to int64, float64 or bool: their nulls are kept"
         )
     # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
     passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
