@@ -231,12 +231,12 @@ def sort_values_external(
     groups = scale.merge_groups(partitions, len(runs_at))
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
-    gpu_frame = on_gpu_frame(df)
-    codec = RowCodec.of(pandas_meta(df), nulls=gpu_frame)  # a cudf frame's rows carry their columns' nulls
+    gpu_frame, meta = on_gpu_frame(df), pandas_meta(df)
+    codec = RowCodec.of(meta, nulls=gpu_frame)  # a cudf frame's rows carry their columns' nulls
     if gpu_frame and codec is None:
         raise UnsupportedType(
             "dsort sorts dask-cudf frames whose columns and index are all numbers, booleans, datetimes or durations "
-            f"of NumPy dtypes (this one's: {dict(pandas_meta(df).dtypes.astype(str))}, index {pandas_meta(df).index.dtype}), "
+            f"of NumPy dtypes (this one's: {dict(meta.dtypes.astype(str))}, index {meta.index.dtype}), "
             "for now; cast pandas' nullable ones (Int64, Float64, boolean) to int64, float64 or bool: their nulls are kept"
         )
     # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs

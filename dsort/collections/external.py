@@ -505,11 +505,9 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
 
     from ..core.frame_keys import write_number_keys
 
-    missing = None
     if job.cudf:  # already on this GPU (datetimes as int64), written by cudf's stream: waited for
         columns, kinds = job.codec.gpu_columns(part), [np.dtype(d).kind for d in job.codec.dtypes]
         cupy.cuda.Device().synchronize()
-        missing = lambda i: job.codec.missing(columns, i) if i < job.codec.width else None  # noqa: E731
     else:
         host = job.codec.columns(part)
         kinds = [x.dtype.kind for x in host]
@@ -518,7 +516,7 @@ def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
     names = list(part.columns)
     keys = [names.index(c) if c in names else len(columns) - 1 for c in job.spec.by]  # else: the index (last), by its name
     rows = cupy.empty((len(part), job.layout.row_bytes), cupy.uint8)
-    gone = [missing(i) for i in keys] if missing else None
+    gone = [job.codec.missing(columns, i) if i < job.codec.width else None for i in keys]  # the index has no nulls
     write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys], gone)
     job.codec.place(columns, rows, job.layout.key_bytes)
     F.sync(_device())

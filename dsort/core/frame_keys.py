@@ -495,17 +495,16 @@ class RowCodec:
         refused (:class:`~dsort.core.errors.UnsupportedValue`). An index with nulls is refused."""
         import cupy
 
+        def words(x, d):  # x at the dtype CuPy holds for d (datetimes and durations as int64), converted by cudf
+            want = np.dtype(np.int64) if np.dtype(d).kind in "mM" else np.dtype(d)
+            return x if x.dtype == want else x.astype(want)  # on cudf's stream, which the caller waits for; nulls kept
+
         values, valid = [], []
         for name, d in zip(df.columns, self.dtypes):
-            x, kind = df[name], np.dtype(d).kind
+            x, kind = words(df[name], d), np.dtype(d).kind
             gaps = _has_nulls(x)
             if gaps and not self.nulls:
                 raise UnsupportedValue(f"column {name!r} holds nulls: dsort sorts cudf frames without nulls for now (fillna first)")
-            if kind in "mM":
-                x = x.astype("int64")  # keeps the nulls
-            want = np.dtype(np.int64) if kind in "mM" else np.dtype(d)
-            if x.dtype != want:  # converted by cudf (its stream, which the caller waits for), never by CuPy here
-                x = x.astype(want)
             fill = np.nan if kind == "f" else False if kind == "b" else 0
             values.append(x.to_cupy(na_value=fill) if gaps else x.values)
             if self.nulls:
@@ -516,10 +515,7 @@ class RowCodec:
         if hasattr(x, "start") and hasattr(x, "step"):  # a RangeIndex: no column of its own
             index = cupy.arange(x.start, x.stop, x.step, dtype=np.int64)
         else:
-            d = np.dtype(self.dtypes[-1])
-            want = np.dtype(np.int64) if d.kind in "mM" else d
-            x = x.astype("int64") if d.kind in "mM" else x
-            index = (x if x.dtype == want else x.astype(want)).values
+            index = words(x, self.dtypes[-1]).values
         return values + valid + [index]
 
     def missing(self, columns: list, i: int):
