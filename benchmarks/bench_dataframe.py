@@ -16,7 +16,9 @@ on a ``LocalCUDACluster`` (one worker per GPU, ``--gpu-threads`` threads each): 
 merged on the GPUs, the rows following in host memory. Each output is checked (sorted, no row
 lost or added: count and key sum). ``--cudf`` (dask-cudf installed): the same rows as cudf
 partitions on the GPUs too, sorted by dask-cudf's ``sort_values`` (its default shuffle and
-``shuffle_method="tasks"``) and by dsort where they live.
+``shuffle_method="tasks"``) and by dsort where they live; ``--beyond 4``: also a dask-cudf frame
+made as it is read, sorted by dsort with its runs in GPU memory and then with ``device_memory_limit``
+at a quarter of the frame (the rest of the runs in files).
 
     python benchmarks/bench_dataframe.py --gpu --rows 2**28 --parts 64 --repeat 2
 
@@ -57,9 +59,13 @@ def main() -> None:
     p.add_argument("--cpu-threads", type=int, default=4)
     p.add_argument("--gpu-threads", type=int, default=8)
     p.add_argument("--cpu-cases", default="dask,dsort", help="the GPU case's CPU peers: dask, dsort, both or none ('')")
-    p.add_argument("--gpu-strategies", default="auto", help="the GPU case's strategies, comma separated (auto, memory, external)")
+    p.add_argument("--gpu-strategies", default="auto", help="the GPU case's strategies, comma separated (auto, memory, external; '': none)")
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
     p.add_argument("--cudf", action="store_true", help="GPU case: the same rows as dask-cudf frames too (dask-cudf's sorts beside dsort's)")
+    p.add_argument("--cudf-cases", default="default,tasks,dsort", help="with --cudf: of default, tasks, dsort")
+    p.add_argument("--rmm", choices=["none", "async", "pool"], default="none", help="the GPU workers' RMM allocator (dask-cuda's)")
+    p.add_argument("--rmm-pool", default="16GB", help="with --rmm pool: its size")
+    p.add_argument("--beyond", type=float, default=0, help="with --cudf: also a lazily made cudf frame this many times device_memory_limit")
     p.add_argument("--timeline", action="store_true", help="print each case's task phases in its last round (where the time went)")
     a = p.parse_args()
     if a.cudf:
@@ -242,6 +248,42 @@ def _timed(fn, repeat, check, title=None, client=None):
     return statistics.median(times)
 
 
+def _make_gpu(i, rows, seed=0):
+    """Partition ``i`` as a cudf frame made on the GPU (int64 key and payload)."""
+    import cudf
+    import cupy
+
+    rng = cupy.random.RandomState(seed * 1_000_003 + i + 1)
+    return cudf.DataFrame({"k": rng.randint(0, 1 << 62, rows, dtype=cupy.int64), "v": rng.randint(0, 1 << 62, rows, dtype=cupy.int64)})
+
+
+def beyond_case(a, n, parts, sizes, workers, client) -> list:
+    """A dask-cudf frame made as it is read (never whole in GPU memory) sorted by dsort twice: its
+    runs within the GPU's share, then with ``device_memory_limit`` at 1/``a.beyond`` of the frame's
+    bytes (the runs beyond it go to files); both checked (count, key sum, order)."""
+    import dask
+    import dask.dataframe as dd
+
+    from dsort.dataframe import sort_values
+
+    lazy = dd.from_map(_make_gpu, list(range(parts)), sizes, meta=_make_gpu(0, 0), enforce_metadata=False)
+    got = dask.compute(*[dask.delayed(_summary)(p) for p in lazy.to_delayed()])
+    expected = (sum(g[0] for g in got), sum(g[1] for g in got) % (1 << 64))
+    limit = n * 16 // a.beyond  # the frame's bytes (two int64 columns) over a.beyond
+    cases = {
+        "dsort, cudf frames made lazily": lambda i: sort_values(fresh(lazy, i), "k"),
+        f"dsort, lazy cudf frames, {a.beyond:g}x device_memory_limit": lambda i: sort_values(
+            fresh(lazy, i), "k", device_memory_limit=limit
+        ),
+    }
+    rows = []
+    for case, fn in cases.items():
+        t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
+        rows.append({"case": case, "workers": workers, "median s": t})
+        print(rows[-1], f"(limit {limit / 2**30:.2f} GiB)" if "limit" in case else "", flush=True)
+    return rows
+
+
 def gpu_case(a) -> None:
     import dask
     import dask.dataframe as dd
@@ -288,14 +330,15 @@ def gpu_case(a) -> None:
                 gpus = cupy.cuda.runtime.getDeviceCount()
                 cluster = LocalCluster(n_workers=gpus * a.per_gpu, threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0)
             else:
-                cluster = LocalCUDACluster(threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0)
+                rmm = {"async": dict(rmm_async=True), "pool": dict(rmm_pool_size=a.rmm_pool)}.get(a.rmm, {})
+                cluster = LocalCUDACluster(threads_per_worker=a.gpu_threads, dashboard_address=":0", memory_limit=0, **rmm)
             with cluster, Client(cluster) as client:
                 if a.per_gpu > 1:
                     client.register_plugin(_OneGPU(gpus))
                 gpus = len({w.get("name") for w in client.scheduler_info()["workers"].values()}) // max(a.per_gpu, 1)
                 df = frame()
-                workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads"
-                for strategy in a.gpu_strategies.split(","):
+                workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads" + (f", rmm {a.rmm}" if a.rmm != "none" else "")
+                for strategy in [s for s in a.gpu_strategies.split(",") if s]:
                     case = "dsort device='gpu'" + ("" if strategy == "auto" else f" {strategy}")
                     fn = lambda i, s=strategy: sort_values(fresh(df, i), "k", device="gpu", strategy=s)  # noqa: E731
                     t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
@@ -304,14 +347,17 @@ def gpu_case(a) -> None:
                     gdf = df.to_backend("cudf").persist()
                     wait(gdf)
                     cases = {
-                        "dask-cudf sort_values": lambda i: fresh(gdf, i).sort_values("k"),
-                        "dask-cudf sort_values tasks": lambda i: fresh(gdf, i).sort_values("k", shuffle_method="tasks"),
-                        "dsort, cudf frames": lambda i: sort_values(fresh(gdf, i), "k"),
+                        "default": ("dask-cudf sort_values", lambda i: fresh(gdf, i).sort_values("k")),
+                        "tasks": ("dask-cudf sort_values tasks", lambda i: fresh(gdf, i).sort_values("k", shuffle_method="tasks")),
+                        "dsort": ("dsort, cudf frames", lambda i: sort_values(fresh(gdf, i), "k")),
                     }
-                    for case, fn in cases.items():
+                    for case, fn in [cases[c] for c in a.cudf_cases.split(",") if c]:
                         t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
                         rows.append({"case": case, "workers": workers, "median s": t})
                         print(rows[-1], flush=True)
+                    del gdf
+                if a.cudf and a.beyond:  # issue 28 item 2: cudf partitions made as they are read, runs beyond a GPU limit
+                    rows += beyond_case(a, n, parts, sizes, workers, client)
     base = rows[0]["median s"] if rows and rows[0]["case"] == "dask" else None
     peer = min((r["median s"] for r in rows if r["case"].startswith("dask-cudf")), default=None)
     for r in rows:

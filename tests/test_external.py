@@ -393,3 +393,39 @@ def test_gpu_runs_stay_on_the_gpus_within_the_configured_share(tmp_path):
     assert external.store_config("b" * 32, 8, tmp_path, 0).shared_fraction == 0
     with dask.config.set({"dsort.runs.shared-gpu-fraction": 0}):
         assert external.store_config("c" * 32, 8, tmp_path, 0, gpu=True).shared_fraction == 0
+
+
+@pytest.mark.gpu
+def test_shared_runs_stay_within_the_device_memory_limit(tmp_path):
+    """``device_memory_limit`` caps the bytes of a store's runs kept on its GPU: runs beyond it
+    go to files (no host budget here), and a freed run's bytes make room again."""
+    cupy = pytest.importorskip("cupy")
+    from dsort.engine import device
+
+    if not device.gpu_count():
+        pytest.skip("no GPU")
+    with dask.config.set({"dsort.runs.shared-gpu-fraction": 0.98}):
+        cfg = external.store_config("e" * 32, 8, tmp_path, 0, gpu=True, gpu_budget=3 * 8_000)
+    store = R.RunStore(cfg)
+    try:
+        blocks = [cupy.random.randint(0, 256, (1_000, 8), dtype=cupy.uint8) for _ in range(6)]
+        runs = [store.put(i, b) for i, b in enumerate(blocks[:5])]
+        assert [r.tier for r in runs] == ["shared"] * 3 + ["disk"] * 2
+        store.free([1])
+        assert store.put(5, blocks[5]).tier == "shared"
+        for r, b in zip(runs[:1] + runs[2:], blocks[:1] + blocks[2:5]):
+            np.testing.assert_array_equal(store.read(r, 0, 1_000), cupy.asnumpy(b))
+    finally:
+        store.close()
+
+
+def test_a_bad_device_memory_limit_is_refused_before_any_work(tmp_path):
+    dd = pytest.importorskip("dask.dataframe")
+    from dsort.core.errors import LimitError
+    from dsort.dataframe import sort_values
+
+    df = dd.from_pandas(pd.DataFrame({"k": np.arange(10)}), npartitions=2)
+    for bad in ("banana", "-1GB", 0, 0.5):
+        with pytest.raises(LimitError, match="device_memory_limit"):
+            sort_values(df, "k", strategy="external", local_directory=tmp_path, device_memory_limit=bad)
+    assert not list(tmp_path.iterdir())

@@ -91,6 +91,7 @@ def sort_values(
     widths=None,
     local_directory=None,
     memory_limit="auto",
+    device_memory_limit=None,
     shuffle_method=None,
     max_branch=None,
     upsample=None,
@@ -123,7 +124,7 @@ def sort_values(
         out = sort_values(
             df, by, ascending=ascending, na_position=na_position, npartitions=npartitions, ignore_index=ignore_index,
             divisions=divisions, strategy=strategy, device=device, widths=widths, local_directory=local_directory,
-            memory_limit=memory_limit,
+            memory_limit=memory_limit, device_memory_limit=device_memory_limit,
         )  # fmt: skip
         kwargs = dict(by=by if isinstance(by, list) else [by], ascending=ascending, na_position=na_position, ignore_index=ignore_index)
         if sort_function is None:
@@ -151,6 +152,7 @@ def sort_values(
             ignore_index=ignore_index,
             local_directory=local_directory,
             memory_limit=memory_limit,
+            device_memory_limit=device_memory_limit,
             device=device,
         )
     g = Graph(df, spec, parts, ignore_index or divisions, device, _widths_tuple(spec, widths))
@@ -206,6 +208,7 @@ def sort_values_external(
     ignore_index=False,
     local_directory=None,
     memory_limit="auto",
+    device_memory_limit=None,
     device=None,
 ):
     """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
@@ -215,7 +218,11 @@ def sort_values_external(
     of the runs and merges them (:mod:`dsort.collections.external`), so
     ``sort_values_external(df, ...).to_parquet(path)`` never holds the frame. ``npartitions``
     output partitions (default: the input's), balanced to within one row; the runs are removed once
-    every output partition is made. Lazy, as the in-memory sort."""
+    every output partition is made. Lazy, as the in-memory sort. Sorted on GPUs (``device="gpu"``
+    or a dask-cudf frame), a frame of fixed-width columns keeps its runs on the GPUs, up to
+    ``dsort.runs.shared-gpu-fraction`` of each one's memory and ``device_memory_limit`` bytes (or
+    a size such as ``"4GB"``) of each worker's runs, as dask-cuda's limit of the same name; beyond
+    them runs go to host memory (within ``memory_limit``, one process) and then files."""
     from dask.base import tokenize
 
     from . import config, external, scale
@@ -225,6 +232,7 @@ def sort_values_external(
 
     spec = key_spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(memory_limit)
+    gpu_budget = config.parse_size(device_memory_limit, None, "device_memory_limit")
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
     runs_at = scale.frame_runs(df.npartitions, external=True)
@@ -246,7 +254,7 @@ def sort_values_external(
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         gpu = device == "gpu" or gpu_frame
-        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu)
+        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget)
         job = external.FixedFrameJob(
             layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=gpu, cudf=gpu_frame, starts=starts, **first
         )

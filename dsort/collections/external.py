@@ -208,12 +208,15 @@ def one_host() -> bool:
     return len({w.get("host") for w in workers}) <= 1
 
 
-def store_config(token: str, row_bytes: int, local_directory, host_budget: int, gpu: bool = False) -> R.StoreConfig:
+def store_config(
+    token: str, row_bytes: int, local_directory, host_budget: int, gpu: bool = False, gpu_budget: int | None = None
+) -> R.StoreConfig:
     """The run store of one sort: ``host_budget`` bytes in memory (0: files only), files in a new
     directory under ``local_directory``, removed by the last merge or, failing that, when this
     process exits; stores left by killed processes are removed here. ``gpu``: runs sorted on GPUs
     stay there, shared by every worker process of the machine, where the graph runs on one
-    (``dsort.runs.shared-gpu-fraction`` of each GPU's memory at most; beyond it, files)."""
+    (``dsort.runs.shared-gpu-fraction`` of each GPU's memory at most, and ``gpu_budget`` bytes of
+    each worker process's runs where given; beyond it, host memory within ``host_budget``, then files)."""
     import dask
 
     from . import config
@@ -223,7 +226,7 @@ def store_config(token: str, row_bytes: int, local_directory, host_budget: int, 
     directory = str(base / f"{PREFIX}-{os.getpid()}-{token[:16]}")
     atexit.register(R.drop, token, directory)
     shared = float(config.get("runs.shared-gpu-fraction")) if gpu and one_host() else 0.0
-    return R.StoreConfig(token, directory, row_bytes, host_budget, 0, shared_fraction=shared)
+    return R.StoreConfig(token, directory, row_bytes, host_budget, 0, shared_fraction=shared, shared_budget=gpu_budget)
 
 
 # -- dataframes -------------------------------------------------------------------------------------

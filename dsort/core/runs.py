@@ -178,6 +178,7 @@ class StoreConfig:
     device_budget: int = 0
     local: bool = False  # on a dask cluster: runs on each worker's own local directory, read where they are
     shared_fraction: float = 0.0  # runs on the GPUs, shared by this host's processes, while a GPU's use stays within this
+    shared_budget: int | None = None  # and while this store's shared runs on that GPU stay within these bytes (None: no cap)
 
 
 class RunStore:
@@ -210,6 +211,18 @@ class RunStore:
                 self._reserved[index] = (key, nbytes)
             return True
 
+    def _within_shared(self, gpu: int, nbytes: int, index: int) -> bool:
+        """Whether ``nbytes`` more of shared runs on GPU ``gpu`` stay within the store's cap
+        (``StoreConfig.shared_budget``; reserved for run ``index`` if so)."""
+        cap = self.config.shared_budget
+        return cap is None or self._reserve("shared", ("shared", gpu), nbytes, cap, index)
+
+    def _unreserve(self, index: int) -> None:
+        with self._lock:
+            key, nbytes = self._reserved.pop(index, (None, 0))
+            if key is not None:
+                self._used[key] -= nbytes
+
     def put(self, index: int, rows, *, sample=None) -> Run:
         """Keep sorted ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) as run ``index``; rows of
         another width are kept as they are, the run's handle saying their width."""
@@ -222,12 +235,13 @@ class RunStore:
         cfg = self.config
         if dev.is_device_array(rows):
             gpu = rows.device.id
-            if cfg.shared_fraction and nbytes and ipc.room(gpu, nbytes, cfg.shared_fraction):
+            if cfg.shared_fraction and nbytes and ipc.room(gpu, nbytes, cfg.shared_fraction) and self._within_shared(gpu, nbytes, index):
                 _watch(self)  # first: the job's directory made, this store kept until it is gone
                 got = ipc.share(rows)
                 if got is not None:
                     self._data[index], handle = got
                     return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle)
+                self._unreserve(index)
             if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget, index):
                 self._data[index] = rows
                 return Run(cfg.job, index, n, "device", device=gpu, sample=sample)
@@ -453,9 +467,7 @@ class RunStore:
         for i in indices:
             with self._lock:
                 self._data.pop(i, None)
-                key, nbytes = self._reserved.pop(i, (None, 0))
-                if key is not None:  # shared runs were held within no budget of this store's
-                    self._used[key] -= nbytes
+            self._unreserve(i)
             path = self._file(i)
             self._files.forget(str(path))
             with contextlib.suppress(FileNotFoundError):
