@@ -66,15 +66,21 @@ def test_sort_values_equals_pandas_and_keeps_cudf_partitions(rng, by, ascending,
 
 @pytest.mark.gpu
 @needs_cudf
-def test_accessor_and_ignore_index(rng):
+@pytest.mark.parametrize("parts,out", [(6, None), (40, 40), (9, 70)])
+def test_accessor_and_ignore_index(rng, parts, out):
+    """Also with many outputs to each merge group (made apart by the merge): positions run on
+    across them, every output balanced."""
     import dsort  # noqa: F401  (the accessor)
 
     cudf, dask_cudf = _cudf()
     pdf = _frame(rng, 4_000, dup=7)
-    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=6, sort=False)
-    got = gdf.dsort.sort_values("k", ignore_index=True).compute().to_pandas()
+    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=parts, sort=False)
+    res = gdf.dsort.sort_values("k", ignore_index=True, npartitions=out)
+    got = res.compute().to_pandas()
     want = pdf.sort_values("k", kind="stable", ignore_index=True)
     pd.testing.assert_frame_equal(got, want, check_index_type=False)
+    sizes = res.map_partitions(len).compute().to_numpy()
+    assert len(sizes) == (out or parts) and sizes.max() - sizes.min() <= 1
 
 
 @pytest.mark.gpu

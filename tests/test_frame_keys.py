@@ -269,3 +269,10 @@ def test_row_codec_with_nulls_carries_a_validity_byte_per_column(rng):
     for i in range(3):
         np.testing.assert_array_equal(codec.missing(back, i), valid[i] == 0)
     assert plain.missing(back, 0) is None
+    # null_columns: which columns hold a null among some rows, from their validity bytes at once
+    valid[1][:] = 1
+    codec.place(plain.columns(df)[:3] + valid + plain.columns(df)[3:], rows, 2)
+    for lo, hi in ((0, n), (5, 9), (0, 0)):
+        want = [bool((v[lo:hi] == 0).any()) for v in valid]
+        assert codec.null_columns(rows[lo:hi], 2) == want
+    assert want == [False] * 3 and codec.null_columns(rows, 2)[1] is False and plain.null_columns(rows, 2) == [False] * 3

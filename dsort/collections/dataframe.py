@@ -34,6 +34,7 @@ from . import tasks as T
 from .frame_graph import Graph, as_collection, output_pieces, positional_divisions
 from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
+from ..core import frame_chunk
 from ..core.frame_keys import KeySpec, RowCodec, encode_keys, string_columns, string_widths
 from ..core.errors import UnsupportedType, UnsupportedValue
 
@@ -278,7 +279,8 @@ def sort_values_external(
     merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
     for g, key in enumerate(merges):
         dsk[key] = T.task_beside(key, T.beside(near, g, len(groups)), merge, job, T.ref(cut), g, *extra)
-    return as_collection(df, dsk, df._meta, None, output_pieces(dsk, tok, merges, groups, T.ref(sizes)), tok)
+    piece = external.nth if gpu_frame else frame_chunk.piece  # a dask-cudf frame's merges make their outputs apart
+    return as_collection(df, dsk, df._meta, None, output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece), tok)
 
 
 class _FrameAccessor:

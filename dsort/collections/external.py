@@ -480,14 +480,14 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
     """Consecutive partitions ``parts`` as rows (key bytes, row bytes), sorted by their keys and
     kept as run ``p``. On a GPU the rows are built there: the columns go as they are, keys and
     rows are made on the device (no host pass over the rows)."""
-    part = parts[0] if len(parts) == 1 else _concat(job, parts)
     watch = F.Stopwatch()
     if job.gpu:
         with F.on_stream(_device()):  # this thread's own stream: the worker's threads overlap on the GPU
-            rows = _device_rows(job, part, watch)
+            rows = _device_rows(job, parts, watch)
             run = F.sort_and_keep(job, p, rows, watch, _device())
         report_stages("run", watch)
         return run
+    part = parts[0] if len(parts) == 1 else _concat(job, parts)
     keys, _ = job.spec.encode(part)
     rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
     kb = job.layout.key_bytes
@@ -500,25 +500,27 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
     return run
 
 
-def _device_rows(job: FixedFrameJob, part, watch: F.Stopwatch):
-    """The run rows of ``part`` made on the current GPU: its columns (and index) copied there as
-    they are, then the keys (:func:`dsort.core.frame_keys.write_number_keys`: a fixed-width frame's
+def _device_rows(job: FixedFrameJob, parts, watch: F.Stopwatch):
+    """The run rows of the partitions ``parts``, one after the other, made on the current GPU (no
+    frame joined first): their columns (and index) copied there as they are and joined column by
+    column, then the keys (:func:`dsort.core.frame_keys.write_number_keys`: a fixed-width frame's
     sort columns are all numbers, booleans, datetimes or durations) and the rows' bytes written."""
     import cupy
 
     from ..core.frame_keys import write_number_keys
 
-    if job.cudf:  # already on this GPU (datetimes as int64), written by cudf's stream: waited for
-        columns, kinds = job.codec.gpu_columns(part), [np.dtype(d).kind for d in job.codec.dtypes]
-        cupy.cuda.Device().synchronize()
-    else:
-        host = job.codec.columns(part)
-        kinds = [x.dtype.kind for x in host]
-        columns = [chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(host, kinds)]  # CuPy has no datetimes
+    kinds = [np.dtype(d).kind for d in job.codec.dtypes]
+    each = []
+    for part in parts:
+        if job.cudf:  # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this thread's then waits for
+            each.append(dev.after_default_stream(job.codec.gpu_columns, part))
+        else:  # CuPy has no datetimes
+            each.append([chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(job.codec.columns(part), kinds)])
+    columns = each[0] if len(each) == 1 else [cupy.concatenate(c) for c in zip(*each)]
     watch.lap("copy in")
-    names = list(part.columns)
+    names = list(parts[0].columns)
     keys = [names.index(c) if c in names else len(columns) - 1 for c in job.spec.by]  # else: the index (last), by its name
-    rows = cupy.empty((len(part), job.layout.row_bytes), cupy.uint8)
+    rows = cupy.empty((len(columns[-1]), job.layout.row_bytes), cupy.uint8)
     gone = [job.codec.missing(columns, i) if i < job.codec.width else None for i in keys]  # the index has no nulls
     write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys], gone)
     job.codec.place(columns, rows, job.layout.key_bytes)
@@ -538,45 +540,71 @@ def fixed_cuts(job: FixedFrameJob, *runs):
 
 
 def fixed_merge(job: FixedFrameJob, cut, t: int):
-    """Merge group ``t``: its slices of every run merged, decoded into a frame."""
+    """Merge group ``t``: its slices of every run merged, decoded into a frame; a dask-cudf
+    frame's group into a tuple of its output partitions where it has several (:func:`nth`)."""
     gpu = _device() if job.gpu else None
     watch = F.Stopwatch()
     out = None
     with F.on_stream(gpu):  # as fixed_run
         merged = F.merge_rows(job, cut, t, watch, gpu)
-        if merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
+        if merged is not None and job.cudf:  # the outputs stay on the GPU, each one's columns taken apart on its own
+            out = _cudf_outputs(job, merged[1], [output_sizes(job, cut)[o] for o in _outputs(job, t)], watch)
+        elif merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
             columns = job.codec.pick(merged[1], job.layout.key_bytes)
             F.sync(gpu)
             watch.lap("decode")
-            if job.cudf:  # the output stays on the GPU
-                out = job.codec.cudf_frame(columns)
-                watch.lap("make frame")
-            else:
-                out = job.codec.frame([dev.to_host(x) for x in columns])
-                watch.lap("copy out")
+            out = job.codec.frame([dev.to_host(x) for x in columns])
+            watch.lap("copy out")
     R.finish(job.store, t, len(job.starts), cut[1])
     if out is None:
-        rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
         if job.cudf:  # no rows: the meta's columns and index, as cudf
             import cudf
 
-            out = cudf.from_pandas(job.codec.meta, nan_as_null=False)
+            out = [cudf.from_pandas(job.codec.meta, nan_as_null=False) for _ in range(len(_outputs(job, t)))]
         else:
+            rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
             out = job.codec.decode(rows, job.layout.key_bytes)
         watch.lap("decode")
     report_stages("merge", watch)
-    if job.ignore_index:
-        start = int(cut[0][t].sum())
-        out.index = _range_index(job, start, start + len(out))
+    start = int(cut[0][t].sum())
+    for frame in out if job.cudf else [out]:
+        if job.ignore_index:
+            frame.index = _range_index(job, start, start + len(frame))
+        start += len(frame)
+    if job.cudf:
+        return out[0] if len(out) == 1 else tuple(out)
     return out
 
 
-def _concat(job: FixedFrameJob, parts):
-    """Partitions one after the other: pandas', or cudf's (a dask-cudf frame's)."""
-    if job.cudf:
-        import cudf
+def _outputs(job: FixedFrameJob, t: int) -> range:
+    """The output partitions of merge group ``t``."""
+    return range(job.starts[t], job.starts[t + 1] if t + 1 < len(job.starts) else job.partitions)
 
-        return cudf.concat(parts)
+
+def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
+    """The cudf frames of merged ``rows`` cut into output partitions of ``sizes`` rows: each one's
+    columns taken apart on the GPU, no frame sliced and copied again."""
+    at, columns = 0, []
+    for m in sizes:
+        columns.append(job.codec.pick(rows[at : at + m], job.layout.key_bytes))
+        at += m
+    nulls = job.codec.null_columns(rows, job.layout.key_bytes)
+    F.sync(_device())  # the columns made before cudf (its own stream) reads them
+    watch.lap("decode")
+    out = [dev.on_default_stream(job.codec.cudf_frame, c, nulls) for c in columns]
+    watch.lap("make frame")
+    return out
+
+
+def nth(frames, sizes, t: int, first: int):
+    """Output partition ``t`` of a merge group whose first is ``first``: its frame among the
+    group's ``frames`` (:func:`fixed_merge` of a dask-cudf frame), as
+    :func:`dsort.core.frame_chunk.piece` is of the other groups' one frame."""
+    return frames[t - first]
+
+
+def _concat(job: FixedFrameJob, parts):
+    """Partitions (pandas') one after the other."""
     import pandas as pd
 
     return pd.concat(parts)

@@ -126,10 +126,10 @@ class Graph:
         return dask.compute(*[Delayed(k, graph) for k in keys])
 
 
-def output_pieces(dsk: dict, token: str, merges, groups, sizes) -> list:
+def output_pieces(dsk: dict, token: str, merges, groups, sizes, piece=F.piece) -> list:
     """The output partitions' task keys: merge ``g`` itself where its group ``(a, b)`` is one
-    output, else a piece task of it per output (added to ``dsk``); ``sizes``: every output's rows
-    (or a reference to them)."""
+    output, else a piece task of it per output (added to ``dsk``: ``piece(merged, sizes, t, a)``);
+    ``sizes``: every output's rows (or a reference to them)."""
     outputs = []
     for key, (a, b) in zip(merges, groups):
         if b - a == 1:
@@ -137,7 +137,7 @@ def output_pieces(dsk: dict, token: str, merges, groups, sizes) -> list:
             continue
         for t in range(a, b):
             outputs.append((T.name(T.PIECE, token), t))
-            dsk[outputs[-1]] = T.task(outputs[-1], F.piece, T.ref(key), sizes, t, a)
+            dsk[outputs[-1]] = T.task(outputs[-1], piece, T.ref(key), sizes, t, a)
     return outputs
 
 

@@ -154,8 +154,9 @@ _slots_lock = threading.Lock()
 @contextlib.contextmanager
 def on_stream(gpu):
     """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
-    overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks),
-    waiting for its work at the end; on the CPU where ``gpu`` is None."""
+    overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks)
+    and CuPy's pool (:func:`~dsort.engine.device.own_pool`), waiting for its work at the end; on
+    the CPU where ``gpu`` is None."""
     if gpu is None:
         yield
         return
@@ -166,7 +167,7 @@ def on_stream(gpu):
         stream = streams.get(gpu)
         if stream is None:
             stream = streams[gpu] = cupy.cuda.Stream(non_blocking=True)
-        with stream:
+        with stream, dev.own_pool():
             yield
             stream.synchronize()
 

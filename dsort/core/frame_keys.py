@@ -522,10 +522,21 @@ class RowCodec:
         """Column ``i``'s nulls among :meth:`gpu_columns`' arrays (a boolean array), or None."""
         return columns[self.width + i] == 0 if self.nulls else None
 
-    def cudf_frame(self, columns: list):
+    def null_columns(self, rows, at: int) -> list:
+        """With :attr:`nulls`, whether each column holds a null in any of ``rows`` (as :meth:`place`
+        wrote them from byte ``at`` on): one look at their validity bytes (one wait), where
+        :meth:`cudf_frame` would look column by column; else no column does."""
+        k = self.width
+        if not self.nulls or not len(rows):
+            return [False] * k
+        first = self._offsets(at)[k]
+        return [bool(v) for v in (rows[:, first : first + k] == 0).any(axis=0).tolist()]
+
+    def cudf_frame(self, columns: list, nulls: list | None = None):
         """:meth:`frame` as a cudf frame (CuPy arrays in, as :meth:`pick` gives them on a GPU): the
         rows stay on the GPU, NaN stays NaN (cudf would make it a null by default), and with
-        :attr:`nulls` the nulls come back where the validity bytes say."""
+        :attr:`nulls` the nulls come back where the validity bytes say (looked for only in the
+        columns ``nulls`` names, where given: :meth:`null_columns`)."""
         import cudf
 
         def values(x, d):
@@ -536,7 +547,7 @@ class RowCodec:
         data = {}
         for i, (x, d) in enumerate(zip(columns[:k], self.dtypes[:k])):
             data[i] = values(x, d)
-            if self.nulls:
+            if self.nulls and (nulls is None or nulls[i]):
                 gone = columns[k + i].view(np.uint8) == 0
                 if bool(gone.any()):
                     data[i] = data[i].mask(gone)  # nulls where the validity says; NaN left as it is
