@@ -85,6 +85,27 @@ def test_accessor_and_ignore_index(rng, parts, out):
 
 @pytest.mark.gpu
 @needs_cudf
+@pytest.mark.parametrize("ascending,na_position", [(True, "last"), (False, "first")])
+def test_sort_series_keeps_a_cudf_series(rng, ascending, na_position):
+    """A dask-cudf series sorts by its values as pandas' stable sort_values (index labels and name
+    kept, NaN where na_position says) and stays a dask-cudf series; sort_values refuses it,
+    naming sort_series."""
+    import dsort.dataframe as dd_sort
+    from dsort.core.errors import UnsupportedType
+
+    cudf, dask_cudf = _cudf()
+    pdf = _frame(rng, 3_000, dup=9)
+    gs = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=5, sort=False)["f"]
+    res = dd_sort.sort_series(gs, ascending=ascending, na_position=na_position, npartitions=3)
+    assert type(res._meta).__module__.startswith("cudf") and res.npartitions == 3
+    got = res.compute().to_pandas()
+    pd.testing.assert_series_equal(got, pdf["f"].sort_values(ascending=ascending, na_position=na_position, kind="stable"))
+    with pytest.raises(UnsupportedType, match="use sort_series"):
+        dd_sort.sort_values(gs, "f")
+
+
+@pytest.mark.gpu
+@needs_cudf
 def test_refusals_name_the_problem(rng):
     import dsort.dataframe as dd_sort
     from dsort.core.errors import UnsupportedType, UnsupportedValue

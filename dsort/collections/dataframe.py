@@ -170,10 +170,10 @@ def sort_series(
 ):
     """A dask series sorted by its values, as pandas' ``Series.sort_values(kind="stable")``: index
     labels kept (or positions with ``ignore_index``; known positional divisions with
-    ``divisions=True``), the name kept. The other options are :func:`sort_values`'s."""
-    if on_gpu_frame(s):
-        raise UnsupportedValue("sort_series of a dask-cudf series is not dsort's yet: sort its frame (s.to_frame()) with sort_values")
-    if not isinstance(getattr(s, "_meta", None), pd.Series):
+    ``divisions=True``), the name kept; a dask-cudf series stays one. The other options are
+    :func:`sort_values`'s."""
+    meta = getattr(s, "_meta", None)
+    if not (isinstance(meta, pd.Series) or (on_gpu_frame(s) and not hasattr(meta, "columns"))):  # pandas' or cudf's
         raise TypeError(
             f"sort_series sorts dask Series; this is a {type(s).__name__}"
             + (" (sort_values sorts frames)" if hasattr(s, "columns") else "")

@@ -30,8 +30,8 @@ def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     dask-cudf frame's as its pandas equivalent."""
     meta = pandas_meta(df) if hasattr(df, "_meta") else None
     if not isinstance(meta, pd.DataFrame):
-        kind = "dask-cudf Series" if on_gpu_frame(df) else f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
-        what = "a dask Series: use sort_series" if isinstance(meta, pd.Series) and not on_gpu_frame(df) else f"a {kind}"
+        kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
+        what = "a dask Series: use sort_series" if isinstance(meta, pd.Series) else f"a {kind}"  # a dask-cudf one too
         raise UnsupportedType(f"dsort.dataframe sorts dask DataFrames; this is {what}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
