@@ -156,6 +156,27 @@ def test_a_worker_reading_runs_of_other_processes_forgets_its_store_when_the_job
     R.drop(early.job)
 
 
+def test_a_new_compute_keeps_one_store_while_the_watcher_follows_the_last(tmp_path):
+    """A job computed again (its directory removed by the last compute's last reader, the watcher
+    still following it): the new compute's store is made with the directory, so the watcher never
+    drops it before its first run is put, which would leave that compute's runs in two stores."""
+    import time
+
+    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4, shared_fraction=0.5)
+    first = R.store(cfg)
+    R._watch(first)  # a shared run put: the watcher follows the job
+    R.drop(cfg.job, cfg.directory)  # the last reader of that compute
+    again = R.store(cfg)  # the next compute's first task
+    assert os.path.isdir(cfg.directory) and again is not first
+    time.sleep(4 * R.WATCH_SECONDS)  # the watcher looks at the directory meanwhile
+    assert R.store(cfg) is again
+    R.drop(cfg.job, cfg.directory)
+    deadline = time.monotonic() + 10
+    while cfg.job in R._watched and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert cfg.job not in R._stores and cfg.job not in R._watched
+
+
 def test_leftovers_of_dead_processes_only_are_removed(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(done.stdout)

@@ -531,15 +531,32 @@ _stores_lock = threading.Lock()
 
 
 def store(config: StoreConfig) -> RunStore:
-    """This process's store for ``config.job`` (made on first use: each distributed worker has its own)."""
-    with _stores_lock:
-        s = _stores.get(config.job)
-        made = s is None
-        if made:
-            s = _stores[config.job] = RunStore(config)
+    """This process's store for ``config.job`` (made on first use: each distributed worker has its
+    own). A store whose runs may be shared (on the GPUs) is made with its job's directory, under
+    the watcher's lock: the watcher, still following the job's last compute, would otherwise drop
+    the new compute's store before its first run made the directory again, and the tasks of that
+    compute would keep their runs in two stores."""
+    if config.shared_fraction:
+        with _watch_lock:
+            s, made = _get_or_make(config)
+            if made:
+                os.makedirs(config.directory, exist_ok=True)
+                _watched[config.job] = config.directory
+                _start_watcher()
+        return s
+    s, made = _get_or_make(config)
     if made and s.address is not None and os.path.isdir(config.directory):
         _follow(config)  # a worker reading another process's runs: its store goes when the job does
     return s
+
+
+def _get_or_make(config: StoreConfig) -> tuple:
+    with _stores_lock:
+        s = _stores.get(config.job)
+        if s is None:
+            s = _stores[config.job] = RunStore(config)
+            return s, True
+    return s, False
 
 
 # -- shared runs: freed by the process that made them, once the job is over -------------------
@@ -565,10 +582,18 @@ def _follow(config: StoreConfig) -> None:
     """Drop this process's store of ``config.job`` once the job's directory is gone (the watcher
     thread started if none runs)."""
     with _watch_lock:
-        start = not _watched
         _watched[config.job] = config.directory
-    if start:
-        threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True).start()
+        _start_watcher()
+
+
+_watcher: list = []  # the watcher thread, while one runs
+
+
+def _start_watcher() -> None:
+    """Start the watcher thread unless one runs (the caller holds the watcher's lock)."""
+    if not (_watcher and _watcher[0].is_alive()):
+        _watcher[:] = [threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True)]
+        _watcher[0].start()
 
 
 def _free_finished() -> None:
@@ -579,6 +604,7 @@ def _free_finished() -> None:
                 del _watched[j]
                 drop(j)
             if not _watched:
+                _watcher.clear()
                 return
 
 
