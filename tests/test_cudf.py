@@ -46,7 +46,7 @@ def _frame(rng, n, dup=50):
     "by,ascending,na_position",
     [("k", True, "last"), ("f", False, "first"), (["b", "f"], [True, False], "last"), (["t", "i32"], True, "first"), ("v", False, "last")],
 )
-@pytest.mark.parametrize("n,parts,out", [(0, 1, 1), (1, 1, 1), (5_000, 7, 7), (20_011, 16, 5), (3_000, 3, 9)])
+@pytest.mark.parametrize("n,parts,out", [(0, 1, 1), (1, 1, 1), (7, 2, 9), (5_000, 7, 7), (20_011, 16, 5), (3_000, 3, 9)])
 def test_sort_values_equals_pandas_and_keeps_cudf_partitions(rng, by, ascending, na_position, n, parts, out):
     import dsort.dataframe as dd_sort
 

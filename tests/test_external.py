@@ -425,7 +425,7 @@ def test_a_bad_device_memory_limit_is_refused_before_any_work(tmp_path):
     from dsort.dataframe import sort_values
 
     df = dd.from_pandas(pd.DataFrame({"k": np.arange(10)}), npartitions=2)
-    for bad in ("banana", "-1GB", 0, 0.5):
+    for bad in ("banana", "-1GB", 0, 0.5, 1, "1.0"):
         with pytest.raises(LimitError, match="device_memory_limit"):
             sort_values(df, "k", strategy="external", local_directory=tmp_path, device_memory_limit=bad)
     assert not list(tmp_path.iterdir())

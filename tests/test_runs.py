@@ -177,6 +177,23 @@ def test_a_new_compute_keeps_one_store_while_the_watcher_follows_the_last(tmp_pa
     assert cfg.job not in R._stores and cfg.job not in R._watched
 
 
+def test_a_store_found_after_its_job_directory_went_is_made_anew(tmp_path, rng):
+    """Another process's last reader removed the job's directory (its compute is over) before this
+    process's watcher dropped its store: the next compute gets a new store, not the old one with
+    the last compute's runs and reservations; a run put again holds its bytes once."""
+    import shutil
+
+    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4, host_budget=100, shared_fraction=0.5)
+    old = R.store(cfg)
+    rows = rng.integers(0, 256, (10, 4), dtype=np.uint8)
+    assert old.put(0, rows).tier == "host" and old.put(0, rows).tier == "host"
+    assert old._used["host"] == rows.nbytes  # put twice, held once
+    shutil.rmtree(cfg.directory)  # the job's last reader, elsewhere
+    new = R.store(cfg)
+    assert new is not old and os.path.isdir(cfg.directory) and not old._data and new._used["host"] == 0
+    R.drop(cfg.job, cfg.directory)
+
+
 def test_leftovers_of_dead_processes_only_are_removed(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(done.stdout)

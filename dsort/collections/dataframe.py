@@ -36,7 +36,7 @@ from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core import frame_chunk
 from ..core.frame_keys import KeySpec, RowCodec, encode_keys, string_columns, string_widths
-from ..core.errors import UnsupportedType, UnsupportedValue
+from ..core.errors import LimitError, UnsupportedType, UnsupportedValue
 
 __all__ = [
     "encode_keys",
@@ -173,7 +173,7 @@ def sort_series(
     ``divisions=True``), the name kept; a dask-cudf series stays one. The other options are
     :func:`sort_values`'s."""
     meta = getattr(s, "_meta", None)
-    if not (isinstance(meta, pd.Series) or (on_gpu_frame(s) and not hasattr(meta, "columns"))):  # pandas' or cudf's
+    if not (isinstance(meta, pd.Series) or (on_gpu_frame(s) and type(meta).__name__ == "Series")):  # pandas' or cudf's
         raise TypeError(
             f"sort_series sorts dask Series; this is a {type(s).__name__}"
             + (" (sort_values sorts frames)" if hasattr(s, "columns") else "")
@@ -234,6 +234,11 @@ def sort_values_external(
     spec = key_spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(memory_limit)
     gpu_budget = config.parse_size(device_memory_limit, None, "device_memory_limit")
+    if gpu_budget is not None and gpu_budget <= 1:  # dask-cuda would read 1 as the whole GPU
+        raise LimitError(
+            f"device_memory_limit {device_memory_limit!r} takes bytes or a size such as '8GB' "
+            "(a share of each GPU: the dsort.runs.shared-gpu-fraction setting)"
+        )
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
     runs_at = scale.frame_runs(df.npartitions, external=True)

@@ -585,9 +585,10 @@ def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
     """The cudf frames of merged ``rows`` cut into output partitions of ``sizes`` rows: each one's
     columns taken apart on the GPU, no frame sliced and copied again."""
     at, columns = 0, []
-    for m in sizes:
-        columns.append(job.codec.pick(rows[at : at + m], job.layout.key_bytes))
-        at += m
+    with dev.cudf_owned():  # the outputs' columns become cudf's memory
+        for m in sizes:
+            columns.append(job.codec.pick(rows[at : at + m], job.layout.key_bytes))
+            at += m
     nulls = job.codec.null_columns(rows, job.layout.key_bytes)
     F.sync(_device())  # the columns made before cudf (its own stream) reads them
     watch.lap("decode")

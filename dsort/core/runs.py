@@ -233,6 +233,7 @@ class RunStore:
     def _put(self, index: int, rows, sample) -> Run:
         n, nbytes = len(rows), int(rows.nbytes)
         cfg = self.config
+        self._unreserve(index)  # a run put again (made again, or by a new compute): its old bytes no longer held
         if dev.is_device_array(rows):
             gpu = rows.device.id
             if cfg.shared_fraction and nbytes and ipc.room(gpu, nbytes, cfg.shared_fraction) and self._within_shared(gpu, nbytes, index):
@@ -538,11 +539,14 @@ def store(config: StoreConfig) -> RunStore:
     compute would keep their runs in two stores."""
     if config.shared_fraction:
         with _watch_lock:
-            s, made = _get_or_make(config)
-            if made:
-                os.makedirs(config.directory, exist_ok=True)
-                _watched[config.job] = config.directory
-                _start_watcher()
+            with _stores_lock:  # a store whose job's directory is gone is the last compute's: dropped, as the watcher would
+                stale = _stores.pop(config.job) if config.job in _stores and not os.path.isdir(config.directory) else None
+            if stale is not None:
+                stale.close()
+            s, _ = _get_or_make(config)
+            os.makedirs(config.directory, exist_ok=True)
+            _watched[config.job] = config.directory
+            _start_watcher()
         return s
     s, made = _get_or_make(config)
     if made and s.address is not None and os.path.isdir(config.directory):

@@ -8,9 +8,9 @@
   one, copied to the device from it, and copied back into one to be written, with no new pinned
   allocation per block.
 * :func:`slices_to_host` – many small row ranges of a device array, gathered and copied out at once.
-* :func:`own_pool`, :func:`after_default_stream`, :func:`on_default_stream` – living beside cudf:
-  CuPy's own pool where cudf left RMM's unpooled allocator, and cudf's stream (the default one)
-  ordered with this thread's.
+* :func:`own_pool`, :func:`cudf_owned`, :func:`after_default_stream`, :func:`on_default_stream` –
+  living beside cudf: CuPy's own pool where cudf left RMM's unpooled allocator (RMM's for arrays
+  cudf will own), and cudf's stream (the default one) ordered with this thread's.
 
 Device arrays shared with the host's other processes (CUDA IPC): :mod:`dsort.engine.ipc`.
 
@@ -365,6 +365,17 @@ def own_pool():
     return cupy.cuda.using_allocator(cupy.get_default_memory_pool().malloc)
 
 
+def cudf_owned():
+    """A context in which this thread's CuPy arrays come from RMM, cudf's allocator: arrays that
+    become the memory of cudf columns (which wrap, not copy, a CuPy array), so that cudf frees
+    them to RMM, never to CuPy's pool of :func:`own_pool`, where this thread's stream would take
+    them again at once while cudf's stream may still read them."""
+    import cupy
+    from rmm.allocators.cupy import rmm_cupy_allocator
+
+    return cupy.cuda.using_allocator(rmm_cupy_allocator)
+
+
 def after_default_stream(fn, *args):
     """``fn(*args)`` with the CUDA default stream current, where cudf works (so its CuPy work on
     cudf's arrays follows cudf's in order), then this thread's current stream made to wait for it
@@ -382,8 +393,7 @@ def after_default_stream(fn, *args):
 
 def on_default_stream(fn, *args):
     """``fn(*args)`` with the CUDA default stream current, waited for: cudf's work there on this
-    thread's arrays (copies of them) done before they go back to CuPy's pool, which hands them to
-    this thread's stream again at once."""
+    thread's arrays done before the temporary ones go back to CuPy's pool."""
     import cupy
 
     null = cupy.cuda.Stream.null
