@@ -548,7 +548,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     with F.on_stream(gpu):  # as fixed_run
         merged = F.merge_rows(job, cut, t, watch, gpu)
         if merged is not None and job.cudf:  # the outputs stay on the GPU, each one's columns taken apart on its own
-            out = _cudf_outputs(job, merged[1], [output_sizes(job, cut)[o] for o in _outputs(job, t)], watch)
+            out = _cudf_outputs(job, merged[1], _group_sizes(job, cut, t), watch)
         elif merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
             columns = job.codec.pick(merged[1], job.layout.key_bytes)
             F.sync(gpu)
@@ -560,7 +560,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
         if job.cudf:  # no rows: the meta's columns and index, as cudf
             import cudf
 
-            out = [cudf.from_pandas(job.codec.meta, nan_as_null=False) for _ in range(len(_outputs(job, t)))]
+            out = [cudf.from_pandas(job.codec.meta, nan_as_null=False) for _ in _group_sizes(job, cut, t)]
         else:
             rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
             out = job.codec.decode(rows, job.layout.key_bytes)
@@ -576,9 +576,9 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     return out
 
 
-def _outputs(job: FixedFrameJob, t: int) -> range:
-    """The output partitions of merge group ``t``."""
-    return range(job.starts[t], job.starts[t + 1] if t + 1 < len(job.starts) else job.partitions)
+def _group_sizes(job: FixedFrameJob, cut, t: int) -> tuple:
+    """The rows of merge group ``t``'s output partitions."""
+    return output_sizes(job, cut)[job.starts[t] : job.starts[t + 1] if t + 1 < len(job.starts) else job.partitions]
 
 
 def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
