@@ -425,7 +425,21 @@ def test_a_bad_device_memory_limit_is_refused_before_any_work(tmp_path):
     from dsort.dataframe import sort_values
 
     df = dd.from_pandas(pd.DataFrame({"k": np.arange(10)}), npartitions=2)
-    for bad in ("banana", "-1GB", 0, 0.5, 1, "1.0"):
+    for bad in ("banana", "-1GB", 0, "0"):
         with pytest.raises(LimitError, match="device_memory_limit"):
             sort_values(df, "k", strategy="external", local_directory=tmp_path, device_memory_limit=bad)
     assert not list(tmp_path.iterdir())
+
+
+def test_device_memory_limit_is_a_size_or_a_share_of_each_gpu(monkeypatch, tmp_path):
+    """As dask-cuda's limit (and the command line's): a size in bytes, or a share 0 < x <= 1 of
+    the GPU, resolved where the runs are kept (the worker's GPU): 1 is the whole of it."""
+    from dsort.collections.config import size_or_share
+    from dsort.engine import ipc
+
+    assert [size_or_share(v) for v in (0.25, "0.5", 1, "1.0")] == [0.25, 0.5, 1.0, 1.0]
+    assert [size_or_share(v) for v in ("8GB", 4096, "2MiB", None, "auto")] == [8 * 10**9, 4096, 2 << 20, None, None]
+    monkeypatch.setattr(ipc, "total_memory", lambda gpu: 1000)
+    for cap, fits in ((0.25, [True, True, False]), (250, [True, True, False]), (None, [True, True, True])):
+        store = R.RunStore(R.StoreConfig("f" * 32, str(tmp_path), 8, shared_fraction=0.9, shared_budget=cap))
+        assert [store._within_shared(0, 100, i) for i in range(3)] == fits  # 100 bytes a run, 250 of 1000 allowed

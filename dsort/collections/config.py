@@ -64,3 +64,16 @@ def parse_size(value, whole: int | None = None, what: str = "size") -> int | Non
     if value <= 0 or (0 < value < 1):
         raise LimitError(f"{what} {value!r} must be a positive number of bytes" + (" or a fraction of memory" if whole else ""))
     return int(value)
+
+
+def size_or_share(value, what: str = "size") -> int | float | None:
+    """:func:`parse_size` where the whole is known only where the limit applies (a worker's GPU):
+    bytes (an int), or a share ``0 < x <= 1`` of that whole (a float: ``1`` is all of it, as
+    dask-cuda reads its memory limits); None for None/"auto"."""
+    try:
+        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+    except ValueError:
+        number = None
+    if number is not None and 0 < number <= 1:
+        return number
+    return parse_size(value, None, what)

@@ -36,7 +36,7 @@ from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core import frame_chunk
 from ..core.frame_keys import KeySpec, RowCodec, encode_keys, string_columns, string_widths
-from ..core.errors import LimitError, UnsupportedType, UnsupportedValue
+from ..core.errors import UnsupportedType, UnsupportedValue
 
 __all__ = [
     "encode_keys",
@@ -221,9 +221,10 @@ def sort_values_external(
     output partitions (default: the input's), balanced to within one row; the runs are removed once
     every output partition is made. Lazy, as the in-memory sort. Sorted on GPUs (``device="gpu"``
     or a dask-cudf frame), a frame of fixed-width columns keeps its runs on the GPUs, up to
-    ``dsort.runs.shared-gpu-fraction`` of each one's memory and ``device_memory_limit`` bytes (or
-    a size such as ``"4GB"``) of each worker's runs, as dask-cuda's limit of the same name; beyond
-    them runs go to host memory (within ``memory_limit``, one process) and then files."""
+    ``dsort.runs.shared-gpu-fraction`` of each one's memory and ``device_memory_limit`` of each
+    worker's runs (bytes, a size such as ``"4GB"``, or a share of its GPU such as ``0.25``, as
+    dask-cuda's limit of the same name); beyond them runs go to host memory (within
+    ``memory_limit``, one process) and then files."""
     from dask.base import tokenize
 
     from . import config, external, scale
@@ -233,12 +234,7 @@ def sort_values_external(
 
     spec = key_spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(memory_limit)
-    gpu_budget = config.parse_size(device_memory_limit, None, "device_memory_limit")
-    if gpu_budget is not None and gpu_budget <= 1:  # dask-cuda would read 1 as the whole GPU
-        raise LimitError(
-            f"device_memory_limit {device_memory_limit!r} takes bytes or a size such as '8GB' "
-            "(a share of each GPU: the dsort.runs.shared-gpu-fraction setting)"
-        )
+    gpu_budget = config.size_or_share(device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
     runs_at = scale.frame_runs(df.npartitions, external=True)

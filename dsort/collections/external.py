@@ -209,14 +209,15 @@ def one_host() -> bool:
 
 
 def store_config(
-    token: str, row_bytes: int, local_directory, host_budget: int, gpu: bool = False, gpu_budget: int | None = None
+    token: str, row_bytes: int, local_directory, host_budget: int, gpu: bool = False, gpu_budget: int | float | None = None
 ) -> R.StoreConfig:
     """The run store of one sort: ``host_budget`` bytes in memory (0: files only), files in a new
     directory under ``local_directory``, removed by the last merge or, failing that, when this
     process exits; stores left by killed processes are removed here. ``gpu``: runs sorted on GPUs
     stay there, shared by every worker process of the machine, where the graph runs on one
-    (``dsort.runs.shared-gpu-fraction`` of each GPU's memory at most, and ``gpu_budget`` bytes of
-    each worker process's runs where given; beyond it, host memory within ``host_budget``, then files)."""
+    (``dsort.runs.shared-gpu-fraction`` of each GPU's memory at most, and ``gpu_budget`` bytes, or
+    that share of its GPU, of each worker process's runs where given; beyond it, host memory within
+    ``host_budget``, then files)."""
     import dask
 
     from . import config

@@ -178,7 +178,7 @@ class StoreConfig:
     device_budget: int = 0
     local: bool = False  # on a dask cluster: runs on each worker's own local directory, read where they are
     shared_fraction: float = 0.0  # runs on the GPUs, shared by this host's processes, while a GPU's use stays within this
-    shared_budget: int | None = None  # and while this store's shared runs on that GPU stay within these bytes (None: no cap)
+    shared_budget: int | float | None = None  # and while its shared runs on that GPU stay within these bytes (a float: that share of it)
 
 
 class RunStore:
@@ -215,6 +215,8 @@ class RunStore:
         """Whether ``nbytes`` more of shared runs on GPU ``gpu`` stay within the store's cap
         (``StoreConfig.shared_budget``; reserved for run ``index`` if so)."""
         cap = self.config.shared_budget
+        if isinstance(cap, float):  # a share of the GPU's memory
+            cap = int(cap * ipc.total_memory(gpu))
         return cap is None or self._reserve("shared", ("shared", gpu), nbytes, cap, index)
 
     def _unreserve(self, index: int) -> None:

@@ -74,6 +74,14 @@ def local_device(shared: Shared) -> int | None:
     return _buses().get(shared.bus) if shared.host == host_id() else None
 
 
+def total_memory(device: int) -> int:
+    """GPU ``device``'s memory in bytes."""
+    import cupy
+
+    with cupy.cuda.Device(device):
+        return int(cupy.cuda.runtime.memGetInfo()[1])
+
+
 def room(device: int, nbytes: int, fraction: float) -> bool:
     """Whether ``nbytes`` more on GPU ``device`` keep its used memory (every process's, CuPy's
     cached blocks included) within ``fraction`` of the whole."""
