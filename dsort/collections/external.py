@@ -583,13 +583,15 @@ def _group_sizes(job: FixedFrameJob, cut, t: int) -> tuple:
 
 
 def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
-    """The cudf frames of merged ``rows`` cut into output partitions of ``sizes`` rows: each one's
-    columns taken apart on the GPU, no frame sliced and copied again."""
-    at, columns = 0, []
+    """The cudf frames of merged ``rows`` cut into output partitions of ``sizes`` rows: the group's
+    columns taken apart on the GPU once, each output's frame wrapping its slice of them (no frame
+    sliced and copied again). One allocation a column a group, not an output: with RMM's default
+    resource each is a cudaMalloc, and its cudaFree waits for the whole GPU. The outputs of a group
+    share that memory until the last of them goes."""
     with dev.cudf_owned():  # the outputs' columns become cudf's memory
-        for m in sizes:
-            columns.append(job.codec.pick(rows[at : at + m], job.layout.key_bytes))
-            at += m
+        whole = job.codec.pick(rows, job.layout.key_bytes)
+    bounds = np.cumsum([0, *sizes]).tolist()
+    columns = [[c[a:b] for c in whole] for a, b in zip(bounds[:-1], bounds[1:])]
     nulls = job.codec.null_columns(rows, job.layout.key_bytes)
     F.sync(_device())  # the columns made before cudf (its own stream) reads them
     watch.lap("decode")
