@@ -18,7 +18,9 @@ lost or added: count and key sum). ``--cudf`` (dask-cudf installed): the same ro
 partitions on the GPUs too, sorted by dask-cudf's ``sort_values`` (its default shuffle and
 ``shuffle_method="tasks"``) and by dsort where they live; ``--beyond 4``: also a dask-cudf frame
 made as it is read, sorted by dsort with its runs in GPU memory and then with ``device_memory_limit``
-at a quarter of the frame (the rest of the runs in files).
+at a quarter of the frame (the rest of the runs in files); ``--cudf-strings``: the cudf frames
+carry the payload as strings too (dsort's general path for cudf frames: keys encoded on the host,
+rows gathered by cudf, runs in files).
 
     python benchmarks/bench_dataframe.py --gpu --rows 2**28 --parts 64 --repeat 2
 
@@ -62,9 +64,12 @@ def main() -> None:
     p.add_argument("--gpu-strategies", default="auto", help="the GPU case's strategies, comma separated (auto, memory, external; '': none)")
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
     p.add_argument("--cudf", action="store_true", help="GPU case: the same rows as dask-cudf frames too (dask-cudf's sorts beside dsort's)")
-    p.add_argument("--cudf-cases", default="default,tasks,dsort", help="with --cudf: of default, tasks, dsort")
+    p.add_argument("--cudf-cases", default="default,tasks,dsort", help="with --cudf: of default, tasks, dsort, memory")
     p.add_argument("--rmm", choices=["none", "async", "pool"], default="none", help="the GPU workers' RMM allocator (dask-cuda's)")
     p.add_argument("--rmm-pool", default="16GB", help="with --rmm pool: its size")
+    p.add_argument(
+        "--cudf-strings", action="store_true", help="with --cudf: the cudf frames carry a string column too (dsort's general cudf path)"
+    )
     p.add_argument("--beyond", type=float, default=0, help="with --cudf: also a lazily made cudf frame this many times device_memory_limit")
     p.add_argument("--timeline", action="store_true", help="print each case's task phases in its last round (where the time went)")
     a = p.parse_args()
@@ -344,12 +349,17 @@ def gpu_case(a) -> None:
                     t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
                     rows.append({"case": case, "workers": workers, "median s": t})
                 if a.cudf:  # the same rows as cudf partitions on the GPUs: dask-cudf's own sorts, and dsort's
-                    gdf = df.to_backend("cudf").persist()
+                    gdf = df.to_backend("cudf")
+                    if a.cudf_strings:  # the payload as decimal strings too (1 to 19 characters)
+                        gdf = gdf.assign(s=gdf["v"].astype(str))
+                    gdf = gdf.persist()
                     wait(gdf)
+                    kind = ", a string column" if a.cudf_strings else ""
                     cases = {
-                        "default": ("dask-cudf sort_values", lambda i: fresh(gdf, i).sort_values("k")),
-                        "tasks": ("dask-cudf sort_values tasks", lambda i: fresh(gdf, i).sort_values("k", shuffle_method="tasks")),
-                        "dsort": ("dsort, cudf frames", lambda i: sort_values(fresh(gdf, i), "k")),
+                        "default": (f"dask-cudf sort_values{kind}", lambda i: fresh(gdf, i).sort_values("k")),
+                        "tasks": (f"dask-cudf sort_values tasks{kind}", lambda i: fresh(gdf, i).sort_values("k", shuffle_method="tasks")),
+                        "dsort": (f"dsort, cudf frames{kind}", lambda i: sort_values(fresh(gdf, i), "k")),
+                        "memory": (f"dsort memory, cudf frames{kind}", lambda i: sort_values(fresh(gdf, i), "k", strategy="memory")),
                     }
                     for case, fn in [cases[c] for c in a.cudf_cases.split(",") if c]:
                         t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)

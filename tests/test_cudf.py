@@ -108,21 +108,16 @@ def test_sort_series_keeps_a_cudf_series(rng, ascending, na_position):
 @needs_cudf
 def test_refusals_name_the_problem(rng):
     import dsort.dataframe as dd_sort
-    from dsort.core.errors import UnsupportedType, UnsupportedValue
+    from dsort.core.errors import UnsupportedType
 
     cudf, dask_cudf = _cudf()
     pdf = _frame(rng, 100)
     gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf, nan_as_null=False), npartitions=2, sort=False)
-    with pytest.raises(UnsupportedValue, match="divisions"):
-        dd_sort.sort_values(gdf, "k", divisions=True)
-    with pytest.raises(UnsupportedValue, match="set_index"):
-        dd_sort.set_index(gdf, "k")
-    strings = dask_cudf.from_cudf(cudf.from_pandas(pdf.assign(s=pdf["k"].astype(str)), nan_as_null=False), npartitions=2, sort=False)
-    with pytest.raises(UnsupportedType, match="numbers, booleans"):
-        dd_sort.sort_values(strings, "k")
-    nullable = dask_cudf.from_cudf(cudf.from_pandas(pdf.astype({"k": "Int64"}), nan_as_null=False), npartitions=2, sort=False)
-    with pytest.raises(UnsupportedType, match="numbers, booleans"):  # pandas' nullable dtypes: cast to NumPy's (nulls kept)
-        dd_sort.sort_values(nullable, "k")
+    lists = cudf.DataFrame({"l": cudf.Series([[1, 2], [0]]), "v": [1, 2]})
+    with pytest.raises(UnsupportedType, match="column 'l' of type list"):  # at the call, before any work
+        dd_sort.sort_values(dask_cudf.from_cudf(lists, npartitions=1), "l")
+    with pytest.raises(KeyError, match="no column"):
+        dd_sort.sort_values(gdf, "nope")
 
 
 def test_pandas_sorts_never_import_cudf():
@@ -187,3 +182,155 @@ def test_nulls_sort_as_pandas_missing_values_and_come_back(rng, na_position):
         back.index = got.index.to_pandas()
         want = pdf.sort_values(by, ascending=ascending, na_position=na_position, kind="stable")
         pd.testing.assert_frame_equal(back, want, check_index_type=False)
+
+
+def _other_types(cudf, rng, n):
+    """A cudf frame of the columns the GPU-side rows cannot hold (strings with nulls, empty and
+    non-ASCII ones; a categorical with known categories and nulls; decimals; pandas' nullable
+    integers), beside a float with NaN: ``(cudf frame, the same rows as pandas)``."""
+    import decimal
+
+    import pyarrow as pa
+
+    words = np.array(["", "a", "a\x00", "ab", "b", "é", "ß", "z" * 40, "Zebra", "mid"], dtype=object)
+    s = words[rng.integers(0, len(words), n)]
+    s[rng.random(n) < 0.1] = None
+    cats = pd.Categorical.from_codes(rng.integers(-1, 4, n), categories=["lo", "mid", "hi", "top"])  # -1: missing
+    d = [None if r < 0.1 else decimal.Decimal(int(x)).scaleb(-2) for r, x in zip(rng.random(n), rng.integers(-50_000, 50_000, n))]
+    i = pd.array(rng.integers(-3, 3, n), dtype="Int64")
+    i[rng.random(n) < 0.15] = pd.NA
+    f = rng.choice([-1.0, 0.0, 2.5, np.nan], n)
+    g = cudf.DataFrame(
+        {
+            "s": cudf.Series(s.tolist(), dtype="str"),
+            "c": cudf.Series(cats),
+            "d": cudf.Series(pa.array(d, pa.decimal128(12, 2))).astype(cudf.Decimal64Dtype(12, 2)),
+            "i": cudf.from_pandas(pd.Series(i)),
+            "f": cudf.Series(f, nan_as_null=False),
+            "v": np.arange(n),
+        }
+    )
+    g.index = cudf.Index(rng.permutation(n), name="ix")
+    return g, _as_pandas(g)
+
+
+def _as_pandas(g) -> pd.DataFrame:
+    """A cudf frame as pandas, its decimals as Arrow's 128-bit decimals (pandas sorts those, not
+    the 32- and 64-bit ones)."""
+    import pyarrow as pa
+
+    def plain(p):  # cudf gives pandas' str or string dtype by the column's history: compared as objects, None missing
+        if pd.api.types.is_string_dtype(p.dtype) and not isinstance(p.dtype, pd.CategoricalDtype):
+            values = np.array([None if pd.isna(x) else x for x in p], dtype=object)
+            return pd.Index(values, name=p.name, dtype=object) if isinstance(p, pd.Index) else pd.Series(values, p.index, object, p.name)
+        return p
+
+    def column(s):
+        if "Decimal" not in type(s.dtype).__name__:
+            return plain(s.to_pandas())
+        return s.to_pandas(arrow_type=True).astype(pd.ArrowDtype(pa.decimal128(s.dtype.precision, s.dtype.scale)))
+
+    out = pd.DataFrame({c: column(g[c]) for c in g.columns})
+    out.index = plain(g.index.to_pandas())
+    return out
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize(
+    "by,ascending,na_position",
+    [
+        ("s", True, "last"),
+        (["c", "s"], [False, True], "first"),
+        ("d", False, "last"),
+        (["i", "d"], True, "first"),
+        (["f", "s", "i"], [True, False, True], "last"),
+    ],
+)
+@pytest.mark.parametrize("n,parts,out", [(0, 1, 1), (1, 1, 1), (7, 2, 9), (3_000, 5, 3), (6_001, 7, 11)])
+@pytest.mark.parametrize("strategy", ["external", "auto"])  # auto: in memory, for these columns
+def test_other_column_types_sort_as_pandas_and_stay_cudf(rng, by, ascending, na_position, n, parts, out, strategy):
+    """Strings, categoricals, decimals and nullable integers (keys and not): the keys encoded from
+    the key columns, the rows gathered by cudf; equal to pandas' stable sort of the same rows,
+    nulls last or first, every partition cudf, balanced."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    g, pdf = _other_types(cudf, rng, n)
+    gdf = dask_cudf.from_cudf(g, npartitions=parts, sort=False)
+    res = dd_sort.sort_values(gdf, by, ascending=ascending, na_position=na_position, npartitions=out, strategy=strategy)
+    got = res.compute()
+    assert type(got).__module__.startswith("cudf") and str(got["c"].dtype) == "category"
+    want = pdf.sort_values(by, ascending=ascending, na_position=na_position, kind="stable")
+    pd.testing.assert_frame_equal(_as_pandas(got), want)
+    sizes = res.map_partitions(len).compute().to_numpy() if n else np.zeros(1)
+    assert res.npartitions == out and sizes.max() - sizes.min() <= 1
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("numbers", [False, True])
+def test_divisions_known_by_position(rng, numbers):
+    """divisions=True (the in-memory sort): positions as the index, the divisions where each
+    partition starts, and loc finds rows by them; a frame of numbers only too."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    if numbers:
+        pdf = _frame(rng, 4_000, dup=11)
+        g = cudf.from_pandas(pdf, nan_as_null=False)
+    else:
+        g, pdf = _other_types(cudf, rng, 4_000)
+    by = "f" if numbers else ["s", "v"]
+    res = dd_sort.sort_values(dask_cudf.from_cudf(g, npartitions=6, sort=False), by, divisions=True, npartitions=4)
+    assert res.known_divisions and res.divisions[0] == 0 and res.divisions[-1] == len(pdf) - 1
+    want = pdf.sort_values(by, kind="stable", ignore_index=True)
+    pd.testing.assert_frame_equal(_as_pandas(res.compute()), want, check_index_type=False)
+    row = int(res.divisions[2]) + 3
+    pd.testing.assert_frame_equal(_as_pandas(res.loc[row:row].compute()), want.iloc[row : row + 1], check_index_type=False)
+
+
+@pytest.mark.gpu
+@needs_cudf
+def test_other_types_beyond_memory_leave_nothing(rng, tmp_path):
+    """With a GPU limit the general path sorts externally: its rows go through files under
+    local_directory (keys in 1 KiB of host memory: none fit), nothing lost, every file removed
+    after; a series of strings too."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    g, pdf = _other_types(cudf, rng, 20_000)
+    gdf = dask_cudf.from_cudf(g, npartitions=9, sort=False)
+    options = dict(local_directory=tmp_path, memory_limit="1KiB", device_memory_limit="1MiB", npartitions=5)
+    got = dd_sort.sort_values(gdf, ["s", "d"], **options).compute()
+    pd.testing.assert_frame_equal(_as_pandas(got), pdf.sort_values(["s", "d"], kind="stable"))
+    assert not [p for p in tmp_path.rglob("*") if p.is_file()], "runs left behind"
+    got = _as_pandas(dd_sort.sort_series(gdf["s"], ascending=False, npartitions=3).compute().to_frame())["s"]
+    want = pdf["s"].sort_values(ascending=False, kind="stable")
+    assert [None if pd.isna(x) else x for x in got] == [None if pd.isna(x) else x for x in want]
+    np.testing.assert_array_equal(got.index.to_numpy(), want.index.to_numpy())
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("key", ["s", "f", "i", "v"])
+@pytest.mark.parametrize("parts,out", [(5, None), (7, 3), (2, 6)])
+def test_set_index_of_a_cudf_frame_has_known_divisions(rng, key, parts, out):
+    """set_index by a column of strings, floats with NaN, nullable integers or unique integers:
+    pandas' stable sort by it, indexed by it, missing values last (in the last partition); the
+    divisions known and every partition's values within its own."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    g, pdf = _other_types(cudf, rng, 3_000)
+    res = dd_sort.set_index(dask_cudf.from_cudf(g, npartitions=parts, sort=False), key, npartitions=out)
+    assert res.known_divisions and type(res._meta).__module__.startswith("cudf")
+    want = pdf.sort_values(key, kind="stable").set_index(key)
+    pd.testing.assert_frame_equal(_as_pandas(res.compute()), want, check_index_type=False)
+    div = res.divisions
+    for i in range(res.npartitions):
+        index = _as_pandas(res.partitions[i].compute()).index
+        present = index[index.notna()]
+        last = i == res.npartitions - 1
+        assert all(div[i] <= x and (x <= div[i + 1] if last else x < div[i + 1]) for x in present), (i, div)
+        assert last or len(present) == len(index), "missing values before the last partition"

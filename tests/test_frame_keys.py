@@ -276,3 +276,23 @@ def test_row_codec_with_nulls_carries_a_validity_byte_per_column(rng):
         want = [bool((v[lo:hi] == 0).any()) for v in valid]
         assert codec.null_columns(rows[lo:hi], 2) == want
     assert want == [False] * 3 and codec.null_columns(rows, 2)[1] is False and plain.null_columns(rows, 2) == [False] * 3
+
+
+@pytest.mark.parametrize("width", [32, 64])
+@pytest.mark.parametrize("ascending,na_position", [(True, "last"), (False, "first")])
+def test_narrow_arrow_decimals_order_as_decimal128(rng, width, ascending, na_position):
+    """Arrow's 32- and 64-bit decimals (cudf's): keys in the order of the same values as 128-bit
+    decimals, which pandas sorts (it cannot sort the narrow ones), stable, nulls where asked."""
+    import decimal
+
+    import pyarrow as pa
+
+    n = 2_000
+    values = [None if r < 0.1 else decimal.Decimal(int(v)).scaleb(-2) for r, v in zip(rng.random(n), rng.integers(-99_999, 99_999, n))]
+    narrow = pa.decimal32(7, 2) if width == 32 else pa.decimal64(12, 2)
+    df = pd.DataFrame({"d": pd.array(pa.array(values, narrow), dtype=pd.ArrowDtype(narrow))})
+    keys, _ = KeySpec.of(df.iloc[:0], ["d"], ascending, na_position).encode(df)
+    got = np.lexsort(keys.T[::-1])  # stable: ties by position
+    wide = pd.Series(pd.array(pa.array(values, pa.decimal128(12, 2)), dtype=pd.ArrowDtype(pa.decimal128(12, 2))))
+    want = wide.sort_values(ascending=ascending, na_position=na_position, kind="stable").index.to_numpy()
+    np.testing.assert_array_equal(got, want)

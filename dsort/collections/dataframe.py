@@ -36,7 +36,6 @@ from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core import frame_chunk
 from ..core.frame_keys import KeySpec, RowCodec, encode_keys, string_columns, string_widths
-from ..core.errors import UnsupportedType, UnsupportedValue
 
 __all__ = [
     "encode_keys",
@@ -134,12 +133,15 @@ def sort_values(
         return out.map_partitions(sort_function, **kwargs, meta=out._meta, align_dataframes=False)
     spec = key_spec(df, by, ascending, na_position, strategy, device)
     parts = output_partitions(df, npartitions)
-    if on_gpu_frame(df):  # cudf partitions: sorted where they are, by the external sort's GPU path
-        if divisions or strategy == "memory":
-            raise UnsupportedValue("a dask-cudf frame sorts by strategy='external' (or 'auto'), without divisions=True, for now")
-        strategy, device = "external", "gpu"
+    if on_gpu_frame(df):  # cudf partitions: sorted where they are, on the GPUs
+        device = "gpu"
     if strategy == "auto":
         strategy = choose_strategy(df.npartitions, parts, divisions, device)
+        if strategy == "external" and on_gpu_frame(df) and device_memory_limit is None and RowCodec.of(pandas_meta(df)) is None:
+            # columns the GPU-resident runs cannot hold (strings, categoricals, decimals): the external sort
+            # would write its rows to files; in memory (spilled by dask-cuda where it must) was 3.5x faster
+            # at 2^24 rows with a string column (BENCHMARKS.md), so that is the default without a GPU limit
+            strategy = "memory"
     if strategy == "external":
         if divisions:
             raise ValueError("divisions=True needs the in-memory sort (strategy='memory')")
@@ -242,13 +244,10 @@ def sort_values_external(
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
     gpu_frame, meta = on_gpu_frame(df), pandas_meta(df)
-    codec = RowCodec.of(meta, nulls=gpu_frame)  # a cudf frame's rows carry their columns' nulls
-    if gpu_frame and codec is None:
-        raise UnsupportedType(
-            "dsort sorts dask-cudf frames whose columns and index are all numbers, booleans, datetimes or durations "
-            f"of NumPy dtypes (this one's: {dict(meta.dtypes.astype(str))}, index {meta.index.dtype}), "
-            "for now; cast pandas' nullable ones (Int64, Float64, boolean) to int64, float64 or bool: their nulls are kept"
-        )
+    device = "gpu" if gpu_frame else device
+    # a cudf frame's rows carry their columns' nulls; one of other columns (strings, categoricals,
+    # decimals, pandas' nullable dtypes) takes the general path below, its rows gathered by cudf
+    codec = RowCodec.of(meta, nulls=gpu_frame)
     # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
     passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
     first = dict(groups=passes, group_ranges=tuple((0,) * (b - a) for a, b in passes), first_piece=len(runs_at))
@@ -280,7 +279,7 @@ def sort_values_external(
     merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
     for g, key in enumerate(merges):
         dsk[key] = T.task_beside(key, T.beside(near, g, len(groups)), merge, job, T.ref(cut), g, *extra)
-    piece = external.nth if gpu_frame else frame_chunk.piece  # a dask-cudf frame's merges make their outputs apart
+    piece = external.nth if gpu_frame and codec is not None else frame_chunk.piece  # fixed-width cudf rows: outputs made apart
     return as_collection(df, dsk, df._meta, None, output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece), tok)
 
 

@@ -38,6 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core import chunk, plan
+from ..core import frame_chunk as FC
 from . import tasks as T
 from .passes import first_pass
 from ..core import filesort as F
@@ -266,9 +267,7 @@ def frame_run(job: FrameJob, p: int, *parts) -> tuple:
     """Consecutive partitions ``parts`` as run ``p``: their keys, a stable sort of their rows by
     them, the rows written in blocks beside the run store's files (:func:`_write_rows`), the keys
     kept as run ``p``; ``(run, the keys' string widths)``."""
-    from ..core.frame_chunk import sort_part
-
-    s = sort_part(list(parts), job.spec, job.widths, job.device)
+    s = FC.sort_part(list(parts), job.spec, job.widths, job.device)
     _write_rows(job, p, s.frame)
     return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy()), s.widths
 
@@ -313,9 +312,7 @@ def _read_rows(path: str, lo: int, hi: int):
         size = int(offsets[b + 1] - offsets[b])
         blocks.append(pickle.loads(data[at : at + size]))
         at += size
-    import pandas as pd
-
-    rows = blocks[0] if len(blocks) == 1 else pd.concat(blocks)
+    rows = FC.concat(blocks)  # pandas' or cudf's (unpickled onto this worker's GPU)
     return rows.iloc[lo - first * block : hi - first * block]
 
 
@@ -323,10 +320,7 @@ def _run_rows(job: FrameJob, run, lo: int, hi: int):
     """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
     if not isinstance(run, R.Chain):
         return _read_rows(_rows_path(job, run.index), lo, hi)
-    import pandas as pd
-
-    parts = [_read_rows(_rows_path(job, p.index), a, b) for p, a, b in run.spans(lo, hi)]
-    return parts[0] if len(parts) == 1 else pd.concat(parts)
+    return FC.concat([_read_rows(_rows_path(job, p.index), a, b) for p, a, b in run.spans(lo, hi)])
 
 
 def frame_cuts(job: FrameJob, *made):
@@ -334,7 +328,6 @@ def frame_cuts(job: FrameJob, *made):
     string widths per run, the common widths)``, from the runs' samples and the keys in their
     windows (every key brought to the common widths first). ``made``: the runs' (or chains')
     ``(handle, string widths)``."""
-    from ..core import frame_chunk as FC
     from ..core.frame_keys import common_widths, widen
 
     runs = [r for r, _ in made]
@@ -367,8 +360,6 @@ def _frame_slices(job: FrameJob, cut, t: int) -> list:
 
 def frame_merge(job: FrameJob, cut, t: int, meta):
     """Merge group ``t``: its slices of every run's sorted rows, merged by their keys."""
-    from ..core import frame_chunk as FC
-
     out = FC.merge(meta, cut[0], t, job.ignore_index, job.device, *_frame_slices(job, cut, t))
     R.finish(job.store, t, len(job.starts), cut[1])
     return out
@@ -390,8 +381,6 @@ def frame_group_merge(job: FrameJob, cut, g: int, t: int, meta):
     """Range ``t`` of group ``g``: its slices merged by their keys and kept as piece ``t`` of the
     group's chain (rows pickled, keys in the run store with the chain's sample positions):
     ``(piece, the keys' string widths)``."""
-    from ..core import frame_chunk as FC
-
     slices = [(f, k) for f, k in _frame_slices(job, cut, t) if len(f)]
     want = cut[3]
     if not slices:

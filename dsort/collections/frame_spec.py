@@ -21,8 +21,11 @@ def on_gpu_frame(df) -> bool:
 
 
 def pandas_meta(df):
-    """``df``'s meta as pandas (a dask-cudf frame's converted: the same columns and dtypes)."""
-    return df._meta.to_pandas() if on_gpu_frame(df) else df._meta
+    """``df``'s meta as pandas (a dask-cudf frame's converted: the same columns, the dtypes its
+    keys are encoded at: :func:`dsort.core.frame_cudf.pandas_meta`)."""
+    from ..core import frame_cudf
+
+    return frame_cudf.pandas_meta(df._meta) if on_gpu_frame(df) else df._meta
 
 
 def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
@@ -40,6 +43,10 @@ def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     by, ascending = normalize(by, ascending)
     for c in by:
         column(meta, c)  # a KeyError naming the columns, or ambiguous
+    if on_gpu_frame(df):
+        from ..core import frame_cudf
+
+        frame_cudf.check_keys(df._meta, by)
     check_categories(df, by, meta)
     return KeySpec.of(meta, by, ascending, na_position)
 

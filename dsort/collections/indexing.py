@@ -13,7 +13,8 @@ from ..core import frame_chunk as F
 from ..core.errors import UnsupportedValue
 from ..core.frame_keys import column
 from .frame_graph import Graph, grouped_cuts, nonempty_cuts
-from .frame_spec import key_spec, on_gpu_frame, output_partitions
+from ..core import frame_cudf
+from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 
 
 def set_index(
@@ -72,12 +73,10 @@ def set_index(
         return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
     if other in df.columns and df.index.name == other:  # the column is the key, as in pandas and dask
         df = df.rename_axis(None)
-    if on_gpu_frame(df):
-        raise UnsupportedValue(
-            "set_index of a dask-cudf frame is not dsort's yet: sort it with dsort.dataframe.sort_values, then set_index(..., sorted=True)"
-        )
+    if on_gpu_frame(df):  # cudf partitions: sorted on the GPUs, their key's values read through pandas
+        device = "gpu"
     spec = key_spec(df, other, True, "last", "memory", device)
-    dtype = column(df._meta, other).dtype
+    dtype = column(pandas_meta(df), other).dtype
     if divisions is not None:  # the user's boundaries as the key's values (what the cuts and the divisions use)
         divisions = _as_key_values(divisions, dtype, other)
     missing, rows, presorted = _key_pass(df, other, dtype)
@@ -153,7 +152,8 @@ def _key_pass(df, other, dtype):
 
 def _ends(s):
     """``(missing values, rows, (first, last))`` of a partition's key; ``(first, last)`` None unless
-    it is sorted, has rows and nothing missing."""
+    it is sorted, has rows and nothing missing (a cudf key's, read as pandas)."""
+    s = frame_cudf.to_pandas(s) if frame_cudf.is_cudf(s) else s
     missing = int(s.isna().sum())
     if not len(s) or missing or not s.is_monotonic_increasing:
         return missing, len(s), None
@@ -218,12 +218,15 @@ def _set_index(part, col, drop):
 def _firsts(part, plan, q, spec, cut) -> list:
     """For every output of the cut rows ``cut``: ``(key bytes, value)`` of this part's first row
     in it, or None where it has none; then those of its last row with a value (not missing)."""
-    col = column(part.frame, spec.by[0])
+    frame = part.frame
+    if frame_cudf.is_cudf(frame):  # its key's values as pandas (pandas' scalars, missing values as pandas counts them)
+        frame = frame_cudf.key_frame(frame, spec.by)
+    col = column(frame, spec.by[0])
     out = []
     for t in range(cut.shape[0] - 1):
         a, b = int(cut[t, q]), int(cut[t + 1, q])
         out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
-    n = len(part.frame) - int(col.isna().sum())  # its last value: missing ones sort after it
+    n = len(frame) - int(col.isna().sum())  # its last value: missing ones sort after it
     out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
     return out
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from . import chunk, plan
+from . import chunk, frame_cudf, plan
 from .. import engine as engines
 from ..engine import device as dev
 from ..engine import host
@@ -68,8 +68,9 @@ class Plan:
 
 def _argsort(keys, device):
     if device == "gpu":
-        g = chunk.on_gpu(keys)
-        return dev.to_host(engines.get(g).argsort(g))
+        with dev.own_pool():  # where cudf made RMM's unpooled allocator CuPy's: see own_pool
+            g = chunk.on_gpu(keys)
+            return dev.to_host(engines.get(g).argsort(g))
     return engines.get(keys).argsort(keys)
 
 
@@ -78,13 +79,15 @@ def sort_part(parts, spec: KeySpec, widths=None, device=None, words=False) -> So
     by their keys (on the worker's GPU with ``device="gpu"``: the keys go there and the order
     comes back; the rows stay on the host). ``words``: keyed by words, not byte rows, where the
     spec allows (:attr:`KeySpec.word`) and the sort is on the host. String keys of several
-    partitions are brought to their common widths."""
-    frames = [parts] if isinstance(parts, pd.DataFrame) else list(parts)
+    partitions are brought to their common widths. cudf partitions: their keys made from their
+    key columns (:func:`dsort.core.frame_cudf.key_frame`), their rows gathered on the GPU."""
+    frames = [parts] if isinstance(parts, pd.DataFrame) or frame_cudf.is_cudf(parts) else list(parts)
     with host.pooled():
-        if words and spec.word and device is None:
+        if words and spec.word and device is None and not frame_cudf.is_cudf(frames[0]):
             keys, widths = _joined([spec.words(f) for f in frames]), (0,)
         else:
-            encoded = [spec.encode(f, widths) for f in frames]
+            by = frame_cudf.key_frame if frame_cudf.is_cudf(frames[0]) else None
+            encoded = [spec.encode(by(f, spec.by) if by else f, widths) for f in frames]
             widths = common_widths([w for _, w in encoded])
             keys = _joined([widen(spec, k, w, widths) for k, w in encoded])
         order = _argsort(keys, device)
@@ -101,8 +104,11 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     string and binary columns whose values all have one byte length, none missing, as fixed-width
     rows (Arrow's take copies value by value: 500,000 8-byte strings 1.5 ms against 36 ms); other
     columns and indexes, and columns whose dtype differs between the frames, through pandas.
-    ``index=False``: the result's index is a plain range (the caller sets its own)."""
-    frames = [frames] if isinstance(frames, pd.DataFrame) else list(frames)
+    ``index=False``: the result's index is a plain range (the caller sets its own). cudf frames:
+    :func:`dsort.core.frame_cudf.gather`, on the GPU."""
+    frames = [frames] if isinstance(frames, pd.DataFrame) or frame_cudf.is_cudf(frames) else list(frames)
+    if frame_cudf.is_cudf(frames[0]):
+        return frame_cudf.gather(frames, order, index)
     order = np.asarray(order, dtype=np.intp)
     first = frames[0]
     if any(not f.columns.equals(first.columns) for f in frames[1:]):  # pandas aligns them by label
@@ -328,8 +334,24 @@ def merge_order(keys, device):
     ``device="gpu"``, else one stable sort of the sorted slices (NumPy's timsort merges the runs it
     finds)."""
     if device == "gpu":
-        return dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
+        with dev.own_pool():
+            return dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
     return engines.get(keys[0]).argsort(host.concatenate(keys))
+
+
+def concat(frames):
+    """Frames end to end, pandas' or cudf's (one: itself)."""
+    frames = list(frames)
+    if frame_cudf.is_cudf(frames[0]):
+        return frame_cudf.concat(frames)
+    return frames[0] if len(frames) == 1 else pd.concat(frames)
+
+
+def with_positions(frame, start: int):
+    """``frame`` indexed by its rows' positions ``start, ...`` in the whole result (pandas' or cudf's)."""
+    if frame_cudf.is_cudf(frame):
+        return frame_cudf.with_positions(frame, start)
+    return frame.set_axis(pd.RangeIndex(start, start + len(frame)))
 
 
 def merge_after(ready, meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
@@ -353,6 +375,5 @@ def _merge(meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
     else:
         out = gather([f for f, _ in pieces], merge_order([k for _, k in pieces], device), index=not ignore_index)
     if ignore_index:
-        start = int(cut[t].sum())
-        out = out.set_axis(pd.RangeIndex(start, start + len(out)))
-    return out
+        out = with_positions(out, int(cut[t].sum()))
+    return frame_cudf.like(out, meta) if frame_cudf.is_cudf(out) else out

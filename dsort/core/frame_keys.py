@@ -170,7 +170,7 @@ def _from_arrow(s: pd.Series) -> pd.Series:
         return s
     if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
         return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
-    if pa.types.is_decimal128(t) or pa.types.is_decimal256(t):
+    if pa.types.is_decimal(t):  # 32, 64 (cudf's), 128 or 256 bits
         return s
     raise unordered(s)
 
@@ -180,12 +180,12 @@ def _is_decimal(dtype) -> bool:
         return False
     import pyarrow as pa
 
-    return pa.types.is_decimal128(dtype.pyarrow_dtype) or pa.types.is_decimal256(dtype.pyarrow_dtype)
+    return pa.types.is_decimal(dtype.pyarrow_dtype)
 
 
 def _decimal_bytes(s: pd.Series) -> np.ndarray:
     """Arrow decimals (one scale per column) as their unscaled integers' order-preserving bytes:
-    Arrow holds each as a little-endian two's complement integer of 16 or 32 bytes; big-endian with
+    Arrow holds each as a little-endian two's complement integer of 4, 8, 16 or 32 bytes; big-endian with
     the sign bit flipped, they compare as unsigned bytes in the decimals' order."""
     import pyarrow as pa
 
