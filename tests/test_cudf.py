@@ -334,3 +334,38 @@ def test_set_index_of_a_cudf_frame_has_known_divisions(rng, key, parts, out):
         last = i == res.npartitions - 1
         assert all(div[i] <= x and (x <= div[i + 1] if last else x < div[i + 1]) for x in present), (i, div)
         assert last or len(present) == len(index), "missing values before the last partition"
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("na_position", ["last", "first"])
+@pytest.mark.parametrize(
+    "by,ascending", [(["s", "v"], True), (["c", "d", "v"], [False, True, True]), (["i", "s", "v"], [True, False, False])]
+)
+def test_equals_cudfs_own_sort_of_the_whole_frame(rng, by, ascending, na_position):
+    """Against cudf's own sort_values of the whole frame (a unique last key, so that its order
+    is one whatever its stability): strings, categoricals, decimals and integers with nulls.
+    (Floats are left out: cudf orders NaN as a value above every number, pandas and dsort as a
+    missing value, by na_position.)"""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    g, _ = _other_types(cudf, rng, 5_000)
+    gdf = dask_cudf.from_cudf(g, npartitions=6, sort=False)
+    got = dd_sort.sort_values(gdf, by, ascending=ascending, na_position=na_position, npartitions=4).compute()
+    want = g.sort_values(by, ascending=ascending, na_position=na_position)
+    pd.testing.assert_frame_equal(_as_pandas(got), _as_pandas(want))
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("by,ascending,na_position", [(["k", "v"], True, "last"), (["t", "b", "v"], [False, True, True], "first")])
+def test_numbers_equal_cudfs_own_sort(rng, by, ascending, na_position):
+    """The frame of numbers, booleans and datetimes (its rows kept on the GPU as bytes) against
+    cudf's own sort_values of the whole frame, with a unique last key."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    g = cudf.from_pandas(_frame(rng, 5_000, dup=20), nan_as_null=False)
+    got = dd_sort.sort_values(dask_cudf.from_cudf(g, npartitions=6, sort=False), by, ascending=ascending, na_position=na_position)
+    pd.testing.assert_frame_equal(got.compute().to_pandas(), g.sort_values(by, ascending=ascending, na_position=na_position).to_pandas())

@@ -16,7 +16,8 @@ def merge(a, b, a_values, b_values, descending: bool, na_first: bool):
     """Stable merge of non-empty sorted a and b (keys of up to 16 bytes), ties from a first.
     4- and 8-byte 1-D values of one dtype ride along; other values are gathered through the
     merge's source positions. Returns keys, or (keys, values)."""
-    ca, cb = _codes.encode(a), _codes.encode(b)
+    with C.phase("encode"):
+        ca, cb = _codes.encode(a), _codes.encode(b)
     na, nb = len(a), len(b)
     n = na + nb
     va = vb = None
@@ -34,7 +35,8 @@ def merge(a, b, a_values, b_values, descending: bool, na_first: bool):
     tiles = kern.grid(n)
     parts = cupy.empty(tiles + 1, dtype=cupy.int64)
     args = (ca.data, np.int64(na), cb.data, np.int64(nb), C.NULL, np.int64(kern.tile), np.int64(tiles + 1), parts)
-    C.launch(mp, mp.grid(tiles + 1), args)
+    with C.phase("merge path"):
+        C.launch(mp, mp.grid(tiles + 1), args)
     out = cupy.empty((n, *ca.data.shape[1:]), dtype=ca.data.dtype)
     vout = cupy.empty(n, dtype=va.dtype) if va is not None else None
     args = (
@@ -48,8 +50,10 @@ def merge(a, b, a_values, b_values, descending: bool, na_first: bool):
         vout if vout is not None else C.NULL,
         parts,
     )
-    C.launch(kern, tiles, args)
-    keys = ca.decode(out)
+    with C.phase("merge"):
+        C.launch(kern, tiles, args)
+    with C.phase("decode"):
+        keys = ca.decode(out)
     if mode is P.Mode.KEYS:
         return keys
     if mode is P.Mode.CARRY:
