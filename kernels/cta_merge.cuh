@@ -109,6 +109,26 @@ __device__ __forceinline__ void store_merged(const K (&x)[VT], const V (&v)[VT],
     if constexpr (MODE != kNoValues) shared_to_global<NT, VT>(s_vals, vout, total);
 }
 
+// The fine phase of a tile's merge (MGPU's): s_keys[0, na) and s_keys[na, total), two sorted
+// ranges in shared memory, merged, ties to the first; each thread makes its VT outputs by its own
+// Merge Path search, the value of each the one value(i) gives for its shared-memory index i; then
+// stored (store_merged). merge_tile's second phase and merge4_tile's second level.
+template <class Ord, int NT, int VT, ValueMode MODE, class K, class V, class VO, class Value>
+__device__ __forceinline__ void merge_fine(K* s_keys, V* s_vals, int na, int total, K* __restrict__ out, VO* __restrict__ vout,
+                                           Value value) {
+    const int diag = min(int(threadIdx.x) * VT, total);
+    const int mp = merge_path<Ord>(s_keys, na, s_keys + na, total - na, diag);
+    K x[VT];
+    int idx[VT];
+    serial_merge<Ord, VT>(s_keys, mp, na, na + diag - mp, total, total - 1, x, idx);
+    V v[VT];
+    if constexpr (MODE != kNoValues) {
+#pragma unroll
+        for (int i = 0; i < VT; ++i) v[i] = value(min(idx[i], total - 1));  // past the end: dropped by the store
+    }
+    store_merged<NT, VT, MODE>(x, v, s_keys, s_vals, out, vout, total);
+}
+
 // Merge one output tile of at most NT * VT elements from a[0, na) and b[0, nb) (both sorted,
 // already cut by a Merge Path partition) into out[0, na + nb). a_pos / b_pos are the source
 // positions of a[0] / b[0], the values written in kIota mode. Values are written as VO (a wider
@@ -167,23 +187,12 @@ __device__ __forceinline__ void merge_tile(const typename Ord::key_type* __restr
     }
     __syncthreads();
 
-    // Fine partition: each thread finds its VT outputs by its own Merge Path search.
-    const int diag = min(tid * VT, total);
-    const int mp = merge_path<Ord>(s_keys, na, s_keys + na, nb, diag);
-    K x[VT];
-    int idx[VT];
-    serial_merge<Ord, VT>(s_keys, mp, na, na + diag - mp, total, total - 1, x, idx);
-
-    V v[VT];
-    if constexpr (MODE == kCarry) {
-#pragma unroll
-        for (int i = 0; i < VT; ++i) v[i] = s_vals[idx[i]];
-    }
-    if constexpr (MODE == kIota) {
-#pragma unroll
-        for (int i = 0; i < VT; ++i) v[i] = V(idx[i] < na ? a_pos + idx[i] : b_pos + (idx[i] - na));
-    }
-    store_merged<NT, VT, MODE>(x, v, s_keys, s_vals, out, vout, total);
+    // Fine partition: each thread finds its VT outputs by its own Merge Path search; in kIota mode
+    // a value is its key's source position, made from the shared-memory index.
+    merge_fine<Ord, NT, VT, MODE>(s_keys, s_vals, na, total, out, vout, [&](int i) {
+        if constexpr (MODE == kIota) return V(i < na ? a_pos + i : b_pos + (i - na));
+        else return s_vals[i];
+    });
 }
 
 }  // namespace dsort

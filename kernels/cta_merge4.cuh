@@ -179,7 +179,7 @@ __device__ __forceinline__ void merge4_tile(const typename Ord::key_type* const 
     constexpr int TILE = NT * VT;
     const int tid = threadIdx.x;
     const int e0 = len[0], e1 = e0 + len[1], e2 = e1 + len[2], total = e2 + len[3];  // where each range ends
-    const int nx = e1, ny = total - e1;  // X = merge(a, b), Y = merge(c, e)
+    const int nx = e1;  // X = merge(a, b) ends there, Y = merge(c, e) follows
     K* s_keys = reinterpret_cast<K*>(smem);
     V* s_vals = reinterpret_cast<V*>(smem + align16(TILE * int(sizeof(K))));
 
@@ -209,18 +209,9 @@ __device__ __forceinline__ void merge4_tile(const typename Ord::key_type* const 
     level1_merge<Ord, NT, VT, MODE>(s_keys, s_vals, e0, e1, e2, total);
     __syncthreads();
 
-    // Level 2: merge(X, Y), ties to X, as merge_tile's fine phase.
-    const int diag = min(tid * VT, total);
-    const int mp = merge_path<Ord>(s_keys, nx, s_keys + nx, ny, diag);
-    K x[VT];
-    int idx[VT];
-    serial_merge<Ord, VT>(s_keys, mp, nx, nx + diag - mp, total, total - 1, x, idx);
-    V v[VT];
-    if constexpr (MODE != kNoValues) {
-#pragma unroll
-        for (int i = 0; i < VT; ++i) v[i] = s_vals[min(idx[i], total - 1)];
-    }
-    store_merged<NT, VT, MODE>(x, v, s_keys, s_vals, out, vout, total);
+    // Level 2: merge(X, Y), ties to X: merge_tile's fine phase (the values, positions in kIota
+    // mode too, carried in shared memory by level 1).
+    merge_fine<Ord, NT, VT, MODE>(s_keys, s_vals, nx, total, out, vout, [&](int i) { return s_vals[i]; });
 }
 
 }  // namespace dsort
