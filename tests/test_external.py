@@ -304,7 +304,7 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
         host = np.empty((n, kb + codec.row_bytes), np.uint8)
         host[:, :kb] = spec.encode(df)[0]
         codec.encode(df, host, kb)
-        got = external._device_rows(job, df, Stopwatch())
+        got = external._device_rows(job, [df.iloc[: n // 3], df.iloc[n // 3 :]], Stopwatch())  # two partitions, joined
         np.testing.assert_array_equal(cupy.asnumpy(got), host)
         pd.testing.assert_frame_equal(codec.frame([cupy.asnumpy(x) for x in codec.pick(got, kb)]), df)
 
