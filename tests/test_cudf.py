@@ -369,3 +369,31 @@ def test_numbers_equal_cudfs_own_sort(rng, by, ascending, na_position):
     g = cudf.from_pandas(_frame(rng, 5_000, dup=20), nan_as_null=False)
     got = dd_sort.sort_values(dask_cudf.from_cudf(g, npartitions=6, sort=False), by, ascending=ascending, na_position=na_position)
     pd.testing.assert_frame_equal(got.compute().to_pandas(), g.sort_values(by, ascending=ascending, na_position=na_position).to_pandas())
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("how", ["sort_values", "set_index"])
+def test_an_index_key_with_nulls_in_some_partitions_and_unknown_categories(rng, how):
+    """By an integer index level whose nulls lie in some partitions only (each partition's keys
+    encoded alike: as integers, not as floats where a partition has nulls), beside a string column
+    and a categorical column of categories dask does not know: its values come back, none null."""
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    n = 4_000
+    ix = pd.array(rng.integers(-(2**60), 2**60, n), dtype="Int64")  # beyond 2^53: floats would round them
+    ix[: n // 8] = pd.NA  # the first partitions only
+    pdf = pd.DataFrame({"s": [f"w{v % 97}" for v in range(n)], "v": np.arange(n)}, index=pd.Index(ix, name="ix"))
+    gdf = dask_cudf.from_cudf(cudf.from_pandas(pdf), npartitions=8, sort=False)
+    gdf = gdf.assign(c=gdf["s"].astype("category"))  # dask's meta: categories unknown
+    want = pdf.assign(c=pdf["s"].astype("category")).sort_values("ix", kind="stable")
+    if how == "sort_values":
+        got = dd_sort.sort_values(gdf, "ix", npartitions=5).compute().to_pandas()
+    else:
+        res = dd_sort.set_index(gdf, "ix", npartitions=5)
+        assert res.known_divisions
+        got = res.compute().to_pandas()
+    assert [None if pd.isna(x) else int(x) for x in got.index] == [None if pd.isna(x) else int(x) for x in want.index]
+    np.testing.assert_array_equal(got["v"].to_numpy(), want["v"].to_numpy())
+    assert got["c"].notna().all() and (got["c"].astype(str).to_numpy() == want["s"].to_numpy()).all()

@@ -26,31 +26,45 @@ def _decimal(dtype) -> bool:
 
 
 def _series(s) -> pd.Series:
-    """One cudf column as the pandas column whose keys order as cudf's values: decimals as Arrow
-    decimals (pandas has no decimal dtype of its own), numbers and booleans with nulls as pandas'
-    nullable ones (an integer stays an integer, its nulls missing), the rest as cudf gives them."""
+    """One cudf column (a series, its index dropped: never copied) as the pandas column whose keys
+    order as cudf's values, whatever nulls a partition holds: decimals as Arrow decimals (pandas
+    has no decimal dtype of its own), integers and booleans with nulls as pandas' nullable ones (an
+    integer stays an integer; as floats they would encode in another order than a partition's
+    without nulls), floats with nulls as NaN (missing to the key either way), the rest as cudf
+    gives them."""
+    s = s.reset_index(drop=True)
     if _decimal(s.dtype):
         return s.to_pandas(arrow_type=True)
-    if getattr(s.dtype, "kind", "O") in "biuf" and s.has_nulls:
+    if getattr(s.dtype, "kind", "O") in "biu" and s.has_nulls:
         return s.to_pandas(nullable=True)
     return s.to_pandas()
 
 
+def _index(ix) -> pd.Index:
+    """A cudf index as pandas, one level's values as :func:`_series` gives a column's (several
+    levels: as cudf gives them)."""
+    if ix.nlevels > 1:
+        return ix.to_pandas()
+    return pd.Index(_series(ix.to_series()), name=ix.name)
+
+
 def pandas_meta(meta) -> pd.DataFrame:
-    """A cudf frame's (or series') meta as pandas: its columns' dtypes as :func:`key_frame` gives
-    them (decimals as Arrow decimals)."""
-    if hasattr(meta, "columns"):
-        out = meta.to_pandas()
-        for c in meta.columns:
-            if _decimal(meta[c].dtype):
-                out[c] = _series(meta[c]).set_axis(out.index)
-        return out
-    return _series(meta)
+    """A cudf frame's (or series') meta as pandas: its columns' and index's dtypes as
+    :func:`key_frame` gives them (decimals as Arrow decimals)."""
+    if not hasattr(meta, "columns"):
+        return _series(meta).set_axis(_index(meta.index))
+    out = meta.to_pandas()
+    for c in meta.columns:
+        if _decimal(meta[c].dtype):
+            out[c] = _series(meta[c]).set_axis(out.index)
+    if _decimal(meta.index.dtype):
+        out.index = _index(meta.index)
+    return out
 
 
 def to_pandas(s):
-    """A cudf series or index as pandas (a series: as :func:`_series` gives it)."""
-    return _series(s) if type(s).__name__ == "Series" else s.to_pandas()
+    """A cudf series (its values, no index) or index as pandas, as :func:`_series` gives them."""
+    return _series(s) if type(s).__name__ == "Series" else _index(s)
 
 
 def check_keys(meta, by) -> None:
@@ -70,8 +84,8 @@ def key_frame(frame, by) -> pd.DataFrame:
     """The columns ``by`` of a cudf frame as a pandas frame (:func:`_series` each), its index
     copied too where ``by`` names one of its levels: what :meth:`KeySpec.encode` reads."""
     names = [n for n in frame.index.names if n is not None]
-    index = frame.index.to_pandas() if any(c in names and c not in frame.columns for c in by) else pd.RangeIndex(len(frame))
-    columns = {c: _series(frame[c].reset_index(drop=True)).set_axis(index) for c in by if c in frame.columns}  # no index copied per column
+    index = _index(frame.index) if any(c in names and c not in frame.columns for c in by) else pd.RangeIndex(len(frame))
+    columns = {c: _series(frame[c]).set_axis(index) for c in by if c in frame.columns}
     return pd.DataFrame(columns, index=index)
 
 
@@ -90,10 +104,17 @@ def gather(frames, order, index: bool = True):
 
 
 def like(frame, meta):
-    """``frame`` with its columns' dtypes as ``meta``'s where cudf's concat, gather or pickling
-    gave others (a string column's pandas flavour, say)."""
-    changed = {c: meta[c].dtype for c in meta.columns if c in frame.columns and frame[c].dtype != meta[c].dtype}
+    """``frame`` with its string columns' dtypes as ``meta``'s where they differ (pandas' ``str``
+    or ``string`` flavour, which cudf's own operations do not keep alike). No other column is
+    cast: a categorical's meta may hold dask's placeholder categories, which a cast would make
+    every value null of."""
+    changed = {c: meta[c].dtype for c in meta.columns if c in frame.columns and _strings(frame[c].dtype) and _strings(meta[c].dtype)}
+    changed = {c: d for c, d in changed.items() if frame[c].dtype != d}
     return frame.astype(changed) if changed else frame
+
+
+def _strings(dtype) -> bool:
+    return isinstance(dtype, pd.StringDtype) or dtype == np.dtype(object)
 
 
 def with_positions(frame, start: int):
