@@ -443,3 +443,81 @@ def test_device_memory_limit_is_a_size_or_a_share_of_each_gpu(monkeypatch, tmp_p
     for cap, fits in ((0.25, [True, True, False]), (250, [True, True, False]), (None, [True, True, True])):
         store = R.RunStore(R.StoreConfig("f" * 32, str(tmp_path), 8, shared_fraction=0.9, shared_budget=cap))
         assert [store._within_shared(0, 100, i) for i in range(3)] == fits  # 100 bytes a run, 250 of 1000 allowed
+
+
+@pytest.mark.parametrize(
+    "kind,device",
+    [
+        ("numbers", None),
+        ("strings", None),
+        pytest.param("numbers", "gpu", marks=pytest.mark.gpu),
+        pytest.param("cudf", "gpu", marks=pytest.mark.gpu),  # a dask-cudf frame (skipped without dask-cudf)
+    ],
+)
+def test_a_worker_killed_during_the_merges_of_a_frame_sort(tmp_path, rng, kind, device):
+    """On a cluster of two worker processes with nannies, one worker SIGKILLed while the merges of
+    an external frame sort run (rows of fixed-width columns in the run store's files, or pickled
+    rows beside them; with device="gpu", the runs kept on the one GPU both processes share, read
+    across them through CUDA IPC): dask makes what it held again, and the result is pandas' stable
+    sort, with no run left behind."""
+    import signal
+    import threading
+    import time
+
+    from .conftest import HAS_GPU
+
+    if device == "gpu" and not HAS_GPU:
+        pytest.skip("no CUDA device")
+    distributed = pytest.importorskip("distributed")
+    dd = pytest.importorskip("dask.dataframe")
+    if kind == "cudf":
+        pytest.importorskip("dask_cudf", reason="dask-cudf is not installed (pip install 'dsort[cudf]')")
+    from dsort.dataframe import sort_values
+
+    n = 400_000
+    df = pd.DataFrame({"k": rng.integers(0, 1_000, n), "v": np.arange(n)})
+    if kind == "strings":
+        df["s"] = pd.Series(rng.integers(0, 10**6, n)).astype(str).to_numpy(dtype=object)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with (
+        dask.config.set({"dsort.runs.shared-gpu-fraction": 1.0}),  # the share counts other test processes' use too
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        ddf = dd.from_pandas(df, npartitions=24, sort=False)
+        ddf = (ddf.to_backend("cudf") if kind == "cudf" else ddf).persist()
+        distributed.wait(ddf)
+        base = _as_pandas(ddf.compute())  # the frame as dask holds it (its strings in dask's dtype)
+        pids = list(client.run(os.getpid).values())
+        done = {}
+
+        def sort():
+            try:
+                done["got"] = sort_values(ddf, "k", strategy="external", local_directory=runs, npartitions=24, device=device).compute()
+            except Exception as e:  # noqa: BLE001 (judged below)
+                done["error"] = e
+
+        job = threading.Thread(target=sort)
+        job.start()
+        killed, deadline = False, time.time() + 60
+        while job.is_alive() and time.time() < deadline:
+            if any("dsort-merge" in str(k) for keys in client.processing().values() for k in keys):
+                os.kill(pids[0], signal.SIGKILL)
+                killed = True
+                break
+            time.sleep(0.005)
+        job.join(180)
+    assert killed, "the sort ended before a worker could be killed: make it longer"
+    assert not job.is_alive(), "the sort did not finish after the worker was lost"
+    if device == "gpu" and "kept on the GPUs is gone" in str(done.get("error", "")):
+        # not yet: a merge cannot make a lost worker's GPU-resident run again (its input partitions
+        # are dask's, not a file's); it fails naming the run and its worker, never a wrong result
+        pytest.xfail(f"a lost worker's runs on the GPU are not made again yet: {done['error']}")
+    assert "error" not in done, done.get("error")
+    pd.testing.assert_frame_equal(_as_pandas(done["got"]), base.sort_values("k", kind="stable"))
+    assert not [p for p in runs.rglob("*") if p.is_file()], "runs left behind"
+
+
+def _as_pandas(frame):
+    return frame.to_pandas() if type(frame).__module__.startswith("cudf") else frame
