@@ -113,6 +113,11 @@ def sort_values(
     it; else each partition's own, padded where they meet). ``strategy``: ``"memory"``,
     ``"external"`` (frames bigger than memory: :func:`sort_values_external`, with
     ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`).
+    A dask-cudf frame is sorted on the GPUs where its partitions are and given back as one:
+    ``"auto"`` keeps a frame of numbers, booleans, datetimes and durations on the GPUs as bytes
+    (external; ``device_memory_limit`` bounds each worker's runs there), and sorts one of other
+    columns (strings, categoricals, decimals) in memory, its rows gathered by cudf (externally,
+    rows through files, when a ``device_memory_limit`` is given).
     ``shuffle_method``, ``max_branch``, ``upsample``, ``partition_size``: knobs of dask's own
     shuffle and quantiles, accepted so that dask calls run unchanged, with no effect (the cuts are
     exact and the partitions balanced whatever they say). ``sort_function``,
