@@ -477,7 +477,7 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
             run = F.sort_and_keep(job, p, rows, watch, _device())
         report_stages("run", watch)
         return run
-    part = parts[0] if len(parts) == 1 else _concat(job, parts)
+    part = FC.concat(parts)
     keys, _ = job.spec.encode(part)
     rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
     kb = job.layout.key_bytes
@@ -537,7 +537,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     out = None
     with F.on_stream(gpu):  # as fixed_run
         merged = F.merge_rows(job, cut, t, watch, gpu)
-        if merged is not None and job.cudf:  # the outputs stay on the GPU, each one's columns taken apart on its own
+        if merged is not None and job.cudf:  # the outputs stay on the GPU, the group's columns taken apart once
             out = _cudf_outputs(job, merged[1], _group_sizes(job, cut, t), watch)
         elif merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
             columns = job.codec.pick(merged[1], job.layout.key_bytes)
@@ -594,13 +594,6 @@ def nth(frames, sizes, t: int, first: int):
     group's ``frames`` (:func:`fixed_merge` of a dask-cudf frame), as
     :func:`dsort.core.frame_chunk.piece` is of the other groups' one frame."""
     return frames[t - first]
-
-
-def _concat(job: FixedFrameJob, parts):
-    """Partitions (pandas') one after the other."""
-    import pandas as pd
-
-    return pd.concat(parts)
 
 
 def _range_index(job: FixedFrameJob, start: int, stop: int):

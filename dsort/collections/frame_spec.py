@@ -17,7 +17,9 @@ DEVICES = (None, "gpu")
 def on_gpu_frame(df) -> bool:
     """Whether ``df`` is a dask-cudf frame (cudf partitions, in GPU memory), told by its meta's
     type alone: cudf is never imported for a pandas frame."""
-    return type(getattr(df, "_meta", None)).__module__.split(".")[0] == "cudf"
+    from ..core import frame_cudf
+
+    return frame_cudf.is_cudf(getattr(df, "_meta", None))
 
 
 def pandas_meta(df):

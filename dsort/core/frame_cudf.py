@@ -108,8 +108,8 @@ def like(frame, meta):
     or ``string`` flavour, which cudf's own operations do not keep alike). No other column is
     cast: a categorical's meta may hold dask's placeholder categories, which a cast would make
     every value null of."""
-    changed = {c: meta[c].dtype for c in meta.columns if c in frame.columns and _strings(frame[c].dtype) and _strings(meta[c].dtype)}
-    changed = {c: d for c, d in changed.items() if frame[c].dtype != d}
+    strings = [c for c in meta.columns if c in frame.columns and _strings(frame[c].dtype) and _strings(meta[c].dtype)]
+    changed = {c: meta[c].dtype for c in strings if frame[c].dtype != meta[c].dtype}
     return frame.astype(changed) if changed else frame
 
 
