@@ -459,7 +459,8 @@ def test_a_worker_killed_during_the_merges_of_a_frame_sort(tmp_path, rng, kind, 
     """On a cluster of two worker processes with nannies, one worker SIGKILLed while the merges of
     an external frame sort run (rows of fixed-width columns in the run store's files, or pickled
     rows beside them; with device="gpu", the runs kept on the one GPU both processes share, read
-    across them through CUDA IPC): dask makes what it held again, and the result is pandas' stable
+    across them through CUDA IPC): dask makes what it held again, a merge that finds a run of the
+    lost worker gone has it made again (external.FromGraph), and the result is pandas' stable
     sort, with no run left behind."""
     import signal
     import threading
@@ -511,10 +512,6 @@ def test_a_worker_killed_during_the_merges_of_a_frame_sort(tmp_path, rng, kind, 
         job.join(180)
     assert killed, "the sort ended before a worker could be killed: make it longer"
     assert not job.is_alive(), "the sort did not finish after the worker was lost"
-    if device == "gpu" and "kept on the GPUs is gone" in str(done.get("error", "")):
-        # not yet: a merge cannot make a lost worker's GPU-resident run again (its input partitions
-        # are dask's, not a file's); it fails naming the run and its worker, never a wrong result
-        pytest.xfail(f"a lost worker's runs on the GPU are not made again yet: {done['error']}")
     assert "error" not in done, done.get("error")
     pd.testing.assert_frame_equal(_as_pandas(done["got"]), base.sort_values("k", kind="stable"))
     assert not [p for p in runs.rglob("*") if p.is_file()], "runs left behind"
@@ -522,3 +519,51 @@ def test_a_worker_killed_during_the_merges_of_a_frame_sort(tmp_path, rng, kind, 
 
 def _as_pandas(frame):
     return frame.to_pandas() if type(frame).__module__.startswith("cudf") else frame
+
+
+@pytest.mark.parametrize("kind", ["frame", "array"])
+def test_runs_lost_after_the_cuts_are_made_again_through_the_scheduler(tmp_path, rng, kind):
+    """On a cluster of two worker processes, the cuts computed and kept, then every run's file
+    removed (the disk that held them lost): the merges find their runs gone and have dask make
+    them again from their tasks (the runs a merge is placed beside dask makes again itself), and
+    the result is still NumPy's or pandas' stable sort, with no run left behind."""
+    distributed = pytest.importorskip("distributed")
+    dd = pytest.importorskip("dask.dataframe")
+    from dask.delayed import Delayed
+
+    from dsort.collections.external import REMADE
+    from dsort.collections.tasks import CUTS
+
+    n = 60_000
+    keys = rng.integers(0, 500, n)
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        if kind == "frame":
+            df = pd.DataFrame({"k": keys, "v": np.arange(n)})
+            out = dsort.dataframe.sort_values(dd.from_pandas(df, npartitions=12, sort=False), "k", strategy="external",
+                                              local_directory=runs, npartitions=2)  # fmt: skip
+        else:
+            out = dsort.sort_by_key(da.from_array(keys, chunks=n // 12), da.arange(n, chunks=n // 12), strategy="external",
+                                    local_directory=runs)[1]  # fmt: skip
+        graph = dict(out.__dask_graph__())
+        (cut,) = [k for k in graph if isinstance(k, str) and k.startswith(CUTS)]
+        kept = Delayed(cut, graph).persist()  # the runs made and cut; their tasks' results released
+        distributed.wait(kept)
+        files = [p for p in runs.rglob("run-*.bin")]
+        assert len(files) >= 3
+        for p in files:
+            p.unlink()
+        client.run(lambda: [s._files.close() for s in list(R._stores.values())])  # no process reads a removed file through its mapping
+        got = out.compute()
+        remade = [e for _, e in client.get_events(REMADE)]
+        del kept
+    if kind == "frame":
+        pd.testing.assert_frame_equal(got.reset_index(drop=True), df.sort_values("k", kind="stable").reset_index(drop=True))
+    else:
+        np.testing.assert_array_equal(got, np.argsort(keys, kind="stable"))
+    assert remade and all(e["tier"] == "disk" for e in remade), remade
+    assert not [p for p in runs.rglob("*") if p.is_file()], "runs left behind"

@@ -128,7 +128,7 @@ def test_a_lost_piece_is_made_again_the_same_from_its_groups_blocks(tmp_path, rn
         for g, t in [(0, 0), (2, 1), (4, len(group_ranges[4]) - 1)]:
             piece = chains[g][0].pieces[t]
             before = s.read(piece, 0, piece.rows).copy()
-            again = F._remake_run(job, job.piece_index(g, t), None)
+            again = job.remake(job.piece_index(g, t), None)
             assert again.index == piece.index and again.rows == piece.rows
             np.testing.assert_array_equal(s.read(again, 0, again.rows), before)
             np.testing.assert_array_equal(again.sample, piece.sample)

@@ -261,9 +261,11 @@ def sort_values_external(
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         gpu = device == "gpu" or gpu_frame
         store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget)
+        chunks = T.Chunks.of(df.__dask_keys__())  # a lost run is made again from them (external.FromGraph)
         job = external.FixedFrameJob(
-            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=gpu, cudf=gpu_frame, starts=starts, **first
-        )
+            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=gpu, cudf=gpu_frame, starts=starts,
+            inputs=None if chunks is None else (chunks, tuple(runs_at)), **first
+        )  # fmt: skip
         run, cuts, merge, extra, functions = external.fixed_run, external.fixed_cuts, external.fixed_merge, (), None
     else:
         store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)

@@ -48,8 +48,37 @@ from ..engine import device as dev
 PREFIX = "dsort-runs"  # the run directories: PREFIX-PID-TOKEN, PID the process that built the graph
 
 
+REMADE = "dsort-remade"  # the topic of the events that name each run a merge had made again (FromGraph)
+
+
+class FromGraph(F.FirstPass):
+    """A job of a sort of dask collections: a run that cannot be read (its worker lost, say, and
+    with it the GPU memory or the disk that held it) is made again through the dask scheduler,
+    from its task in the graph (:func:`dsort.collections.tasks.result_again`: from its input
+    chunks, made again too where they are lost), by a merge that finds it gone; its result stays
+    while the run store that asked for it does. For the jobs' dataclasses, which hold ``inputs``
+    (how the graph named the run tasks' inputs; None: not made again) and say
+    :meth:`run_task`."""
+
+    def run_task(self, q: int) -> tuple:
+        """``(function, *arguments)`` of run ``q``'s task in the graph."""
+        raise NotImplementedError
+
+    def remake_run(self, q: int, gpu):
+        if self.inputs is None or R.this_worker() is None:  # no scheduler to ask (one process loses no worker)
+            return super().remake_run(q, gpu)
+        got, future = T.result_again((T.name(T.RUN, self.store.job), q), *self.run_task(q))
+        R.store(self.store).keep(future)
+        run = F.handle(got)
+        R.this_worker().log_event(REMADE, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
+        return run
+
+    def recovery(self, gpu):
+        return lambda q: self.remake(q, gpu)
+
+
 @dataclass(frozen=True)
-class ArrayJob(F.FirstPass):
+class ArrayJob(FromGraph):
     """What the tasks of one external array sort need (the attributes of :class:`dsort.core.filesort.Job`
     that :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
     :func:`~dsort.core.filesort.merge_rows` read)."""
@@ -69,9 +98,16 @@ class ArrayJob(F.FirstPass):
     group_ranges: tuple = ()
     first_piece: int = 0  # the runs' count: pieces of the first pass are kept after them
     chain_spacing: int = 0
+    inputs: tuple | None = None  # ((keys' Chunks, values' Chunks or None), ((first chunk, end chunk, first row) of each run))
 
     def gpu_for(self, t: int):
         return _device() if self.gpu else None
+
+    def run_task(self, q: int) -> tuple:
+        (keys, values), runs = self.inputs
+        a, b, first = runs[q]
+        each = range(a, b)
+        return run_chunk, self, q, [T.ref(keys[i]) for i in each], None if values is None else [T.ref(values[i]) for i in each], first
 
 
 def _device():
@@ -424,7 +460,7 @@ def output_sizes(job, cut) -> tuple:
 
 
 @dataclass(frozen=True)
-class FixedFrameJob(F.FirstPass):
+class FixedFrameJob(FromGraph):
     """What the tasks of one external sort of a fixed-width frame need (the attributes
     :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
     :func:`~dsort.core.filesort.merge_rows` read, and the frame's)."""
@@ -446,9 +482,15 @@ class FixedFrameJob(F.FirstPass):
     group_ranges: tuple = ()  # of as many ranges as each group's runs, sized by the group cuts (zeros here)
     first_piece: int = 0
     chain_spacing: int = 0
+    inputs: tuple | None = None  # (the input partitions' Chunks, ((first partition, end partition) of each run))
 
     def gpu_for(self, t: int):
         return _device() if self.gpu else None
+
+    def run_task(self, q: int) -> tuple:
+        chunks, runs = self.inputs
+        a, b = runs[q]
+        return fixed_run, self, q, *[T.ref(chunks[i]) for i in range(a, b)]
 
     def slot(self, gpu):
         return F.on_stream(gpu)  # this thread's own stream, as fixed_merge

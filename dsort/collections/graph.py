@@ -240,6 +240,9 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
     passes = plan.pass_groups(len(run_rows), int(config.get("file-sort.max-runs")))
     group_ranges = tuple(plan.ranges(sum(run_rows[a:b]), max(run_rows)) for a, b in passes)
     spacing, chain_spacing = plan.pass_spacings(run_rows, len(range_rows), passes, group_ranges)
+    key_chunks, value_chunks = T.Chunks.of(_first_keys(keys)), None if values is None else T.Chunks.of(_first_keys(values))
+    starts = plan.offsets(sizes).tolist()
+    inputs = ((key_chunks, value_chunks), tuple((a, b, starts[a]) for a, b in groups))  # a lost run is made again from them
     return external.ArrayJob(
         layout=layout,
         range_rows=range_rows,
@@ -256,4 +259,5 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         group_ranges=group_ranges,
         first_piece=len(run_rows),
         chain_spacing=chain_spacing,
+        inputs=None if key_chunks is None or (values is not None and value_chunks is None) else inputs,
     )

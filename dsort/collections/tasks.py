@@ -12,6 +12,8 @@ dask's ``key_split`` of a key gives its phase back, which is how the dashboard g
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from dask._task_spec import Task, TaskRef, parse_input
 
 # -- phases: task-name prefixes --------------------------------------------------------------------
@@ -55,6 +57,42 @@ def task(key, func, *args) -> Task:
     inside lists, tuples and dicts: those become task-spec containers; a container without
     references stays plain data)."""
     return Task(key, func, *map(parse_input, args))
+
+
+@dataclass(frozen=True)
+class Chunks:
+    """The task keys of a collection's chunks along its first axis, ``(name, i, 0, ...)``, in
+    little room: a job that every task carries names its input so, not key by key."""
+
+    name: str
+    trailing: int = 0  # the zeros after the chunk's number (an array's other axes)
+
+    def __getitem__(self, i: int):
+        return (self.name, i, *(0,) * self.trailing)
+
+    @classmethod
+    def of(cls, keys):
+        """The chunks whose keys are ``keys``, in order from 0; None where they are not so named."""
+        keys = list(keys)
+        first = keys[0] if keys else None
+        if not (isinstance(first, tuple) and len(first) >= 2 and isinstance(first[0], str)):
+            return None
+        got = cls(first[0], len(first) - 2)
+        return got if all(k == got[i] for i, k in enumerate(keys)) else None
+
+
+def result_again(key, func, *args):
+    """``(result, future)`` of task ``key`` of a graph being computed, asked of the dask scheduler
+    by a task that runs on a distributed worker; ``func(*args)`` is the task as the graph has it
+    (:func:`ref` for the results it takes). The scheduler gives the result it holds; where it is
+    lost (its worker gone) or released, it makes it again, and the results it needs (which it
+    knows while any task of the graph waits). Hold ``future`` while the result must stay. The
+    caller lets go of its thread meanwhile (:func:`dsort.core.runs.seceded`): the task may wait
+    for tasks that need one."""
+    from distributed import get_client
+
+    future = get_client().submit(func, *args, key=key, pure=False)
+    return future.result(), future
 
 
 def _beside(_near, func, *args):

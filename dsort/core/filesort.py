@@ -90,8 +90,22 @@ class FirstPass:
         return contextlib.nullcontext()
 
     def remake(self, q: int, gpu):
-        """Run or piece ``q`` made again here, its worker gone."""
+        """Run or piece ``q`` made again (its worker gone, or its store): a piece of a first
+        pass's chain from its group's runs, cut and merged again here (:func:`remake_piece`); a
+        run by :meth:`remake_run`."""
+        if self.groups and q >= self.first_piece:
+            return remake_piece(self, q, gpu)
+        return self.remake_run(q, gpu)
+
+    def remake_run(self, q: int, gpu):
+        """Run ``q`` made again (the caller holds no GPU slot)."""
         raise OSError(f"run {q} is lost with its worker and cannot be made again here")
+
+    def recovery(self, gpu):
+        """What makes a lost run again inside a merge on ``gpu`` (``recover(index) -> Run``), or
+        None where a merge holds a GPU slot that making it would wait for: those jobs make lost
+        runs before they take the slot (:meth:`~dsort.core.runs.RunStore.fetch_remote`)."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -129,8 +143,9 @@ class Job(FirstPass):
     def slot(self, gpu):
         return _on(gpu, self)
 
-    def remake(self, q: int, gpu):
-        return _remake_run(self, q, gpu)
+    def remake_run(self, q: int, gpu):
+        with _on(gpu, self):  # from its input block
+            return _make_run(self, q, Stopwatch(), gpu)[0]
 
 
 class Stopwatch:
@@ -335,7 +350,7 @@ def merge_task(job: Job, cut, t: int):
     first = int(bounds[t].sum())
     # slices on other workers' disks are fetched before this task takes its GPU slot: it waits for
     # them seceded, its thread running other tasks that would wait for the slot it held (deadlock)
-    fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: _remake_run(job, q, gpu))
+    fetched = R.store(job.store).fetch_remote(_slice_items(cut, t), lambda q: job.remake(q, gpu))
     with _on(gpu, job):
         merged = merge_rows(job, cut, t, watch, gpu, fetched)
         if merged is None:
@@ -354,16 +369,6 @@ def _slice_items(cut, t: int) -> list:
     """Output range ``t``'s nonempty slices of the runs: ``(run, lo, hi)``."""
     bounds, runs = cut
     return [(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
-
-
-def _remake_run(job: Job, q: int, gpu):
-    """Run ``q`` made again here, its worker gone after the cuts: from its input block, or (a
-    piece of a chained run) from its group's blocks, sorted and cut again (the same cuts: the
-    same runs and samples) and its range merged."""
-    if q >= len(job.blocks):
-        return _remake_piece(job, q, gpu)
-    with _on(gpu, job):
-        return _make_run(job, q, Stopwatch(), gpu)[0]
 
 
 # -- a first merge pass, where the runs are more than one pass merges --------------------------
@@ -426,13 +431,14 @@ def chain_task(job: FirstPass, g: int, results):
     return R.Chain(job.store.job, g, pieces), times
 
 
-def _remake_piece(job: Job, q: int, gpu):
-    """Piece ``q`` of a chained run, made again here (its worker gone): its group's runs remade
-    from their blocks (once per process), cut again, and its range merged."""
+def remake_piece(job: FirstPass, q: int, gpu):
+    """Piece ``q`` of a chained run, made again here (its worker gone): its group's runs made
+    again (:meth:`FirstPass.remake_run`, once per process), cut again (the same cuts: the same
+    runs and samples), and its range merged."""
     g, t = job.piece_of(q)
     a, b = job.groups[g]
     s = R.store(job.store)
-    runs = [s.recover_once(i, lambda q: _remake_run(job, q, gpu)) for i in range(a, b)]
+    runs = [s.recover_once(i, lambda q: job.remake_run(q, gpu)) for i in range(a, b)]
     return _merge_piece(job, cut_runs(job.group(g, runs), runs), g, t, Stopwatch(), gpu)
 
 
@@ -440,10 +446,11 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     """Output range ``t``'s rows: its slices of every run (see :func:`cuts_task`) read onto
     ``gpu`` (or into host memory) and merged; ``(keys, rows)``, or None when the range is empty.
     ``fetched``: the slices from other workers, where the caller fetched them first
-    (:meth:`~dsort.core.runs.RunStore.fetch_remote`)."""
+    (:meth:`~dsort.core.runs.RunStore.fetch_remote`). A run that cannot be read is made again
+    where the job can (:meth:`FirstPass.recovery`)."""
     lay = job.layout
     store, items = R.store(job.store), _slice_items(cut, t)
-    slices = store.read_many(items, gpu, fetched=fetched)
+    slices = store.read_many(items, gpu, job.recovery(gpu), fetched)
     sync(gpu)
     watch.lap("read runs")
     if not slices:

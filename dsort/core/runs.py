@@ -48,6 +48,7 @@ from .diskio import Handles, write_file
 
 TIERS = ("shared", "device", "host", "disk")
 HOST_READERS = 8  # threads copying shared runs' slices into host memory at once
+RECOVERIES = 2  # times a read makes its lost runs again before it fails
 
 
 @dataclass(frozen=True)
@@ -198,6 +199,7 @@ class RunStore:
         self.directory = self.directory or config.directory
         self.recovered: dict[int, Run] = {}  # runs of lost workers, sorted again here
         self._recovering: dict[int, threading.Lock] = {}  # one making of each lost run at a time
+        self._kept: list = []  # dask futures of runs made again through the scheduler (RunStore.keep)
         self._reserved: dict[int, tuple] = {}  # index -> (budget key, bytes) of the runs held within a budget
 
     # -- putting a run -------------------------------------------------------------------------
@@ -281,8 +283,55 @@ class RunStore:
         them. To a GPU, every slice not already there travels in one stream of staging pieces.
         Slices of runs on another worker's disk are read there and only they travel (see
         :meth:`fetch_remote`; ``fetched``: its result for these items, where the caller fetched them
-        first)."""
+        first). With ``recover`` (``recover(index) -> Run``), a run that cannot be read (another
+        process's GPU run whose process is gone, a file removed, a run this store no longer holds)
+        is made again by it, once in this process, and read instead; so is one made again here
+        before."""
         items, where = _flat(items)
+        for attempt in range(RECOVERIES + 1):
+            items = [self._again(it) for it in items]
+            try:
+                return _joined(self._read(items, gpu, recover, fetched), where)
+            except (OSError, KeyError):
+                lost = {} if recover is None or attempt == RECOVERIES else self._lost(items)
+                if not lost:
+                    raise
+            with self._lock:  # a run made again here and lost since: made again once more
+                for i in lost:
+                    self.recovered.pop(i, None)
+            with seceded():  # while they are made (their inputs too, by other tasks), or another task of this process makes them
+                for i in lost:
+                    self.recover_once(i, recover)
+        raise AssertionError("unreachable")
+
+    def _again(self, item):
+        """``item`` (``(run, lo, hi)``) of the run made again here in place of a lost one."""
+        run = item[0]
+        again = self.recovered.get(run.index) if isinstance(run, Run) else None
+        return item if again is None or again is run else (again, *item[1:])
+
+    def _lost(self, items) -> dict:
+        """``{index: run}`` of the runs of ``items`` that cannot be read here now."""
+        return {run.index: run for run, _, _ in items if isinstance(run, Run) and not self._readable(run)}
+
+    def _readable(self, run: Run) -> bool:
+        if run.tier == "disk":
+            return os.path.exists(run.path)
+        if run.tier == "shared" and run.shared.owner != ipc.PROCESS:
+            try:
+                with ipc.opened([run.shared]):
+                    return True
+            except ipc.SharedGone:
+                return False
+        return run.index in self._data
+
+    def keep(self, future) -> None:
+        """Hold a dask future (of a run made again through the scheduler) while this store lives:
+        the scheduler keeps its result, and another process asking for it gets the same run."""
+        with self._lock:
+            self._kept.append(future)
+
+    def _read(self, items, gpu, recover, fetched) -> list:
         out: list = [None] * len(items)
         segments = []  # (item, run, first byte in the run, bytes, first byte in the upload)
         total = 0
@@ -354,7 +403,7 @@ class RunStore:
             flat = dev.upload(total, fill, gpu)
             for i, _, _, size, at in segments:
                 out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
-        return _joined(out, where)
+        return out
 
     def release(self, items) -> None:
         """Let this process's mapped pages of the slices ``items`` (``(run, lo, hi)``) of run files
@@ -441,10 +490,12 @@ class RunStore:
                     else:
                         continue
                     del futures[w]
-        for i, (run, lo, hi) in remote.items():
-            if i not in got:
-                if recover is None:
-                    raise OSError(f"run {run.index} was on worker {run.worker}, which is gone")
+        lost = {i: it for i, it in remote.items() if i not in got}
+        for run, _, _ in lost.values():
+            if recover is None:
+                raise OSError(f"run {run.index} was on worker {run.worker}, which is gone")
+        with seceded() if lost else contextlib.nullcontext():  # as read_many makes lost runs
+            for i, (run, lo, hi) in lost.items():
                 got[i] = self.read(self.recover_once(run.index, recover), lo, hi)
         return got
 
@@ -479,6 +530,8 @@ class RunStore:
     def close(self) -> None:
         """Free every run in memory and remove the run files."""
         self._data.clear()
+        self._kept.clear()
+        self.recovered.clear()
         self._used = {"host": 0}
         self._reserved.clear()
         self._files.close()
@@ -505,6 +558,22 @@ def _visible(run: Run) -> bool:
     if run.tier == "shared":
         return run.shared.owner == ipc.PROCESS or ipc.local_device(run.shared) is not None
     return os.path.exists(run.path)
+
+
+@contextlib.contextmanager
+def seceded():
+    """On a dask worker, the task running this block lets go of its thread meanwhile (the worker
+    runs other tasks, those this one waits for among them) and takes one back at its end."""
+    if this_worker() is None:
+        yield
+        return
+    from distributed import rejoin, secede
+
+    secede()
+    try:
+        yield
+    finally:
+        rejoin()
 
 
 def this_worker():
@@ -629,13 +698,20 @@ def finish(config: StoreConfig, reader: int, readers: int, runs=()) -> None:
     the job's runs ``runs`` (the cuts' handles); the last one to finish removes them. Readers count
     within one compute of the job (its runs' making): a partial compute's readers are not counted
     by a later one. A store with memory tiers lives in one process, which counts; a store read by
-    many processes counts marker files in the runs' directory."""
+    many processes counts marker files in the runs' directory, and on a dask cluster the last
+    reader tells the scheduler (an event of topic :data:`ENDED`): a reader that dask runs again
+    after that (a lost worker's finished output) and that had runs made again removes them at its
+    end. Runs made again by a later partial compute (dask making one lost output of a persisted
+    result, its cuts released) stay until the process that built the graph exits."""
     compute = runs[0].made if len(runs) else ""
     s = store(config)
     with s._lock:
         s._done.add((compute, reader))
         done = sum(1 for c, _ in s._done if c == compute)
-    if not (config.host_budget or config.device_budget):
+    many = not (config.host_budget or config.device_budget)
+    if many and s.recovered and _ended(config.job, compute):  # a reader run again after its compute ended: what it made again goes now
+        done = readers
+    elif many:
         d = Path(config.directory)
         try:
             d.mkdir(parents=True, exist_ok=True)
@@ -645,6 +721,18 @@ def finish(config: StoreConfig, reader: int, readers: int, runs=()) -> None:
             done = readers
     if done >= readers:
         drop(config.job, config.directory)
+        if many and s.address is not None:  # dask may run a reader again after this (its output lost)
+            this_worker().log_event(ENDED, {"job": config.job, "compute": compute})
+
+
+ENDED = "dsort-runs-ended"  # the topic of the events that say a compute of a job has read its runs
+
+
+def _ended(job: str, compute: str) -> bool:
+    """Whether the dask scheduler heard that compute ``compute`` of ``job`` ended (:func:`finish`)."""
+    from distributed import get_client
+
+    return any(e.get("job") == job and e.get("compute") == compute for _, e in get_client().get_events(ENDED))
 
 
 def alive(pid: int) -> bool:
