@@ -134,7 +134,7 @@ def timeline(title, records) -> None:
         for ss in r.get("startstops", ()):
             g = key_split(r["key"]) if ss["action"] == "compute" else ss["action"]
             spans.setdefault(g, []).append((ss["start"], ss["stop"]))
-            if g.startswith("dsort-"):
+            if ss["action"] == "compute":  # dsort's tasks and the input's: where each ran
                 by_worker.setdefault((g, r.get("worker", "?")), []).append((ss["start"], ss["stop"]))
     t0 = min((a for v in spans.values() for a, _ in v), default=0.0)
 
@@ -146,7 +146,7 @@ def timeline(title, records) -> None:
     for g, v in sorted(spans.items(), key=lambda kv: min(a for a, _ in kv[1])):
         line(g, v)
     workers = sorted({w for _, w in by_worker})
-    print(f"-- {title}: dsort's groups per worker")
+    print(f"-- {title}: the groups per worker")
     for (g, w), v in sorted(by_worker.items(), key=lambda kv: (min(a for a, _ in spans[kv[0][0]]), workers.index(kv[0][1]))):
         line(f"{g} @{workers.index(w)}", v)
 
