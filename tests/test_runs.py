@@ -135,6 +135,38 @@ def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
     assert not os.path.exists(cfg.directory) and cfg.job not in R._stores
 
 
+def test_a_gone_run_of_another_process_is_made_again_once_by_recover(tmp_path, rng, monkeypatch):
+    """A run another process kept on a GPU that cannot be opened (its process gone) fails a read
+    that names it; given ``recover``, the read has it made again, once in this process, and reads
+    that instead (then and later)."""
+    from dsort.engine import ipc
+
+    cfg = _config(tmp_path, 4, host_budget=1 << 20)
+    s = R.store(cfg)
+    rows = rng.integers(0, 256, (10, 4), dtype=np.uint8)
+    mine = s.put(0, rows[::-1].copy())
+    gone = R.Run(cfg.job, 3, 10, "shared", device=0, shared=ipc.Shared(b"h", (10, 4), "|u1", "bus", "host", "another process"))
+
+    def opened(shares):
+        raise ipc.SharedGone("cudaErrorInvalidResourceHandle")
+
+    monkeypatch.setattr(ipc, "opened", opened)
+    with pytest.raises(R.RunsGone, match="runs 3 .* gone"):
+        s.read_many([(gone, 2, 5)])
+    made = []
+
+    def recover(i):
+        made.append(i)
+        return s.put(i, rows)
+
+    got = s.read_many([(mine, 0, 2), (gone, 2, 5)], recover=recover)
+    np.testing.assert_array_equal(got[0], rows[::-1][:2])
+    np.testing.assert_array_equal(got[1], rows[2:5])
+    np.testing.assert_array_equal(s.read_many([(gone, 0, 10)], recover=recover)[0], rows)
+    assert made == [3]
+    R.drop(cfg.job, cfg.directory)
+
+
 def test_a_reader_run_again_after_its_compute_ended_removes_what_it_made_again(tmp_path, rng, monkeypatch):
     """On a dask worker, the last reader of a compute tells the scheduler; a reader that dask runs
     again after that (a lost worker's finished output), and that had runs made again, removes them

@@ -292,8 +292,8 @@ class RunStore:
             items = [self._again(it) for it in items]
             try:
                 return _joined(self._read(items, gpu, recover, fetched), where)
-            except (OSError, KeyError):
-                lost = {} if recover is None or attempt == RECOVERIES else self._lost(items)
+            except (OSError, KeyError) as e:
+                lost = {} if recover is None or attempt == RECOVERIES else self._lost(items, e)
                 if not lost:
                     raise
             with self._lock:  # a run made again here and lost since: made again once more
@@ -310,20 +310,16 @@ class RunStore:
         again = self.recovered.get(run.index) if isinstance(run, Run) else None
         return item if again is None or again is run else (again, *item[1:])
 
-    def _lost(self, items) -> dict:
-        """``{index: run}`` of the runs of ``items`` that cannot be read here now."""
-        return {run.index: run for run, _, _ in items if isinstance(run, Run) and not self._readable(run)}
+    def _lost(self, items, error) -> set:
+        """The indices of the runs of ``items`` that could not be read (``error``: the read's)."""
+        if isinstance(error, RunsGone):  # another process's GPU runs: those that failed to open
+            return set(error.indices)
+        return {run.index for run, _, _ in items if isinstance(run, Run) and not self._readable(run)}
 
     def _readable(self, run: Run) -> bool:
         if run.tier == "disk":
             return os.path.exists(run.path)
-        if run.tier == "shared" and run.shared.owner != ipc.PROCESS:
-            try:
-                with ipc.opened([run.shared]):
-                    return True
-            except ipc.SharedGone:
-                return False
-        return run.index in self._data
+        return run.tier == "shared" and run.shared.owner != ipc.PROCESS or run.index in self._data
 
     def keep(self, future) -> None:
         """Hold a dask future (of a run made again through the scheduler) while this store lives:
@@ -540,16 +536,31 @@ class RunStore:
             shutil.rmtree(self.config.directory, ignore_errors=True)
 
 
+class RunsGone(OSError):
+    """Runs kept on the GPUs by another process that cannot be opened (``indices``)."""
+
+    def __init__(self, message: str, indices):
+        super().__init__(message)
+        self.indices = tuple(indices)
+
+
 @contextlib.contextmanager
 def _opened(runs: dict):
-    """:func:`dsort.engine.ipc.opened` of other processes' shared ``runs`` (by index): a run
-    that cannot be opened (its worker restarted, say) fails the read with its name."""
-    try:
-        with ipc.opened([r.shared for r in runs.values()]) as got:
-            yield got
-    except ipc.SharedGone as e:
-        where = ", ".join(f"{r.index} (worker {r.worker})" for r in runs.values())
-        raise OSError(f"one of the runs {where} kept on the GPUs is gone ({e}): was its worker restarted?") from None
+    """:func:`dsort.engine.ipc.opened` of other processes' shared ``runs`` (by index), each apart:
+    the runs that cannot be opened (their worker restarted, say) fail the read with their names
+    (:class:`RunsGone`), the others opened meanwhile closed again."""
+    with contextlib.ExitStack() as stack:
+        got, gone = [], {}
+        for r in runs.values():
+            try:
+                got += stack.enter_context(ipc.opened([r.shared]))
+            except ipc.SharedGone as e:
+                gone[r.index] = (r, e)
+        if gone:
+            where = ", ".join(f"{r.index} (worker {r.worker})" for r, _ in gone.values())
+            why = next(iter(gone.values()))[1]
+            raise RunsGone(f"the runs {where} kept on the GPUs are gone ({why}): was their worker restarted?", gone)
+        yield got
 
 
 def _visible(run: Run) -> bool:
