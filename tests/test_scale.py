@@ -140,3 +140,43 @@ def test_an_external_result_computes_twice(tmp_path):
         first, second = s.compute(), s.compute()
     np.testing.assert_array_equal(first, np.sort(x.compute()))
     np.testing.assert_array_equal(second, first)
+
+
+def test_runs_never_join_partitions_of_two_workers(rng):
+    """Consecutive partitions of different owners end a run there; partitions of unknown owners
+    group as the count says."""
+    with dask.config.set(scheduler="threads"):
+        plain = scale.frame_runs(40, external=False)
+        owners = [["a", "b"][int(x)] for x in rng.integers(0, 2, 40)]
+        runs = scale.frame_runs(40, external=False, owners=owners)
+        assert scale.frame_runs(40, external=False, owners=[None] * 40) == plain
+    assert [a for a, _ in runs][0] == 0 and runs[-1][1] == 40 and all(b == c for (_, b), (c, _) in zip(runs, runs[1:]))
+    assert all(len({owners[i] for i in range(a, b)}) == 1 for a, b in runs)
+    assert {a for a, _ in plain} <= {a for a, _ in runs}  # only cut further
+
+
+@pytest.mark.parametrize("strategy", ["external", "memory"])
+def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, strategy):
+    """A persisted frame (and a partition-wise step over it) on two worker processes: every run
+    task takes partitions held by one worker (none moves for it), and the sort is pandas'."""
+    distributed = pytest.importorskip("distributed")
+    n = 48_000
+    df = pd.DataFrame({"k": rng.integers(0, 1_000, n), "v": np.arange(n)})
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        ddf = dd.from_pandas(df, npartitions=32, sort=False).persist()
+        distributed.wait(ddf)
+        step = ddf.map_partitions(lambda p: p.assign(v=p["v"] + 0))
+        owners = scale.partition_workers(step)
+        assert owners is not None and len(set(owners)) == 2, owners
+        assert scale.partition_workers(ddf) == owners
+        out = D.sort_values(step, "k", strategy=strategy, local_directory=tmp_path)
+        graph = dict(out.__dask_graph__())
+        phase = "dsort-run" if strategy == "external" else "dsort-sort"
+        runs = [t for k, t in graph.items() if isinstance(k, tuple) and key_split(k[0]) == phase]
+        parts = {k: i for i, k in enumerate(step.__dask_keys__())}
+        assert runs and all(len({owners[parts[d]] for d in t.dependencies if d in parts}) == 1 for t in runs)
+        got = out.compute()
+    pd.testing.assert_frame_equal(got.reset_index(drop=True), df.sort_values("k", kind="stable").reset_index(drop=True))

@@ -244,7 +244,7 @@ def sort_values_external(
     gpu_budget = config.size_or_share(device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
-    runs_at = scale.frame_runs(df.npartitions, external=True)
+    runs_at = scale.frame_runs(df.npartitions, external=True, owners=scale.partition_workers(df))
     groups = scale.merge_groups(partitions, len(runs_at))
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)

@@ -27,7 +27,7 @@ class Graph:
 
         from . import scale
 
-        runs = scale.frame_runs(df.npartitions, external=False)
+        runs = scale.frame_runs(df.npartitions, external=False, owners=scale.partition_workers(df))
         self.groups = scale.merge_groups(partitions, len(runs))
         starts = None if every_output else tuple(a for a, _ in self.groups)
         self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device

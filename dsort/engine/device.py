@@ -248,10 +248,30 @@ def to_host(x) -> np.ndarray:
     return out
 
 
-def peer_copy(x, src: int, dst: int):
-    """A copy of device array ``x`` (contiguous, on GPU ``src``) on GPU ``dst``."""
+@functools.cache
+def peer_access(dst: int, src: int) -> bool:
+    """Whether GPU ``dst`` reads GPU ``src``'s memory directly (NVLink or PCIe) in this process:
+    enabled here once, where the two can. Without it a copy between them is staged through host
+    memory by the driver (a merge reading another GPU's run slices: 1.6 GB/s on 2 H200s)."""
     import cupy
 
+    if dst == src or not cupy.cuda.runtime.deviceCanAccessPeer(dst, src):
+        return dst == src
+    with cupy.cuda.Device(dst):
+        try:
+            cupy.cuda.runtime.deviceEnablePeerAccess(src)
+        except cupy.cuda.runtime.CUDARuntimeError as e:  # enabled already (by CuPy, say)
+            if "PeerAccessAlreadyEnabled" not in str(e):
+                raise
+    return True
+
+
+def peer_copy(x, src: int, dst: int):
+    """A copy of device array ``x`` (contiguous, on GPU ``src``) on GPU ``dst``: directly where
+    the two GPUs can (:func:`peer_access`)."""
+    import cupy
+
+    peer_access(dst, src)
     with cupy.cuda.Device(dst):
         out = cupy.empty(x.shape, x.dtype)
         # on the current stream of dst: kernels that read the copy come after it on that stream
