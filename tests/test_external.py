@@ -531,7 +531,7 @@ def test_runs_lost_after_the_cuts_are_made_again_through_the_scheduler(tmp_path,
     dd = pytest.importorskip("dask.dataframe")
     from dask.delayed import Delayed
 
-    from dsort.collections.external import REMADE
+    from dsort.collections.external import REMADE_TOPIC
     from dsort.collections.tasks import CUTS
 
     n = 60_000
@@ -559,7 +559,7 @@ def test_runs_lost_after_the_cuts_are_made_again_through_the_scheduler(tmp_path,
             p.unlink()
         client.run(lambda: [s._files.close() for s in list(R._stores.values())])  # no process reads a removed file through its mapping
         got = out.compute()
-        remade = [e for _, e in client.get_events(REMADE)]
+        remade = [e for _, e in client.get_events(REMADE_TOPIC)]
         del kept
     if kind == "frame":
         pd.testing.assert_frame_equal(got.reset_index(drop=True), df.sort_values("k", kind="stable").reset_index(drop=True))

@@ -172,6 +172,8 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
         owners = scale.partition_workers(step)
         assert owners is not None and len(set(owners)) == 2, owners
         assert scale.partition_workers(ddf) == owners
+        with dask.config.set({"dsort.scale.runs-follow-workers": False}):
+            assert scale.partition_workers(step) is None
         out = D.sort_values(step, "k", strategy=strategy, local_directory=tmp_path)
         graph = dict(out.__dask_graph__())
         phase = "dsort-run" if strategy == "external" else "dsort-sort"

@@ -48,15 +48,15 @@ from ..engine import device as dev
 PREFIX = "dsort-runs"  # the run directories: PREFIX-PID-TOKEN, PID the process that built the graph
 
 
-REMADE = "dsort-remade"  # the topic of the events that name each run a merge had made again (FromGraph)
+REMADE_TOPIC = "dsort-runs-remade"  # the topic of the events that name each run a merge had made again (FromGraph)
 
 
 class FromGraph(F.FirstPass):
     """A job of a sort of dask collections: a run that cannot be read (its worker lost, say, and
     with it the GPU memory or the disk that held it) is made again through the dask scheduler,
-    from its task in the graph (:func:`dsort.collections.tasks.result_again`: from its input
-    chunks, made again too where they are lost), by a merge that finds it gone; its result stays
-    while the run store that asked for it does. For the jobs' dataclasses, which hold ``inputs``
+    by the task that made it in the graph, run again (:func:`dsort.collections.tasks.run_again`:
+    from its input chunks, made again too where they are lost), by a merge that finds it gone;
+    its result stays while the run store that asked for it does. For the jobs' dataclasses, which hold ``inputs``
     (how the graph named the run tasks' inputs; None: not made again) and say
     :meth:`run_task`."""
 
@@ -67,10 +67,13 @@ class FromGraph(F.FirstPass):
     def remake_run(self, q: int, gpu):
         if self.inputs is None or R.this_worker() is None:  # no scheduler to ask (one process loses no worker)
             return super().remake_run(q, gpu)
-        got, future = T.result_again((T.name(T.RUN, self.store.job), q), *self.run_task(q))
-        R.store(self.store).keep(future)
+        # a task of its own, not the run's: dask keeps a run's handle (small) on the workers that
+        # read it, and gives that again though the run itself went with its worker
+        s = R.store(self.store)
+        got, future = T.run_again((T.name(T.REMADE, self.store.job), q, s.making(q)), *self.run_task(q))
+        s.keep(future)
         run = F.handle(got)
-        R.this_worker().log_event(REMADE, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
+        R.this_worker().log_event(REMADE_TOPIC, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
         return run
 
     def recovery(self, gpu):

@@ -90,9 +90,12 @@ def partition_workers(collection) -> list | None:
     one result it is made from: a persisted partition's worker, or (a partition-wise step over a
     persisted frame, up to :data:`PLACEMENT_DEPTH` of them) its source's; None for a partition made
     otherwise. None where no distributed client has two workers or more (one machine's threads
-    move nothing). Reads the collection's graph (a lazy one of thousands of partitions: tens of ms)."""
+    move nothing), or the setting ``dsort.scale.runs-follow-workers`` is off. Reads the
+    collection's graph (a lazy one of thousands of partitions: tens of ms)."""
     import dask
 
+    if not config.get("scale.runs-follow-workers"):
+        return None
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
         return None
     try:

@@ -23,6 +23,7 @@ from dask._task_spec import Task, TaskRef, parse_input
 READ = "dsort-read"  # a block of an input file, or a Parquet row group
 CHECKSUM_INPUT = "dsort-input-checksums"  # an input partition's count and checksum
 RUN = "dsort-run"  # an input block or chunk sorted and kept as a run (external sorts)
+REMADE = "dsort-remade"  # a lost run made again, asked for by a merge that needed it (external sorts of collections)
 CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
 GROUP_CUTS = "dsort-group-cuts"  # a first merge pass: the cuts of a group of runs' own ranges
 GROUP_MERGE = "dsort-group-merge"  # a first merge pass: a range of a group of runs, kept as a piece of its chain
@@ -81,14 +82,14 @@ class Chunks:
         return got if all(k == got[i] for i, k in enumerate(keys)) else None
 
 
-def result_again(key, func, *args):
-    """``(result, future)`` of task ``key`` of a graph being computed, asked of the dask scheduler
-    by a task that runs on a distributed worker; ``func(*args)`` is the task as the graph has it
-    (:func:`ref` for the results it takes). The scheduler gives the result it holds; where it is
-    lost (its worker gone) or released, it makes it again, and the results it needs (which it
-    knows while any task of the graph waits). Hold ``future`` while the result must stay. The
-    caller lets go of its thread meanwhile (:func:`dsort.core.runs.seceded`): the task may wait
-    for tasks that need one."""
+def run_again(key, func, *args):
+    """``(result, future)`` of task ``key``, ``func(*args)`` (:func:`ref` for the results it takes),
+    added to the graph being computed and run now, asked of the dask scheduler by a task that runs
+    on a distributed worker. The scheduler makes again the results it takes where they are lost
+    (their worker gone) or released, as it knows how while any task of the graph waits. Tasks of
+    several workers asking for the same ``key`` get one result. Hold ``future`` while the result
+    must stay. The caller lets go of its thread meanwhile (:func:`dsort.core.runs.seceded`): the
+    task may wait for tasks that need one."""
     from distributed import get_client
 
     future = get_client().submit(func, *args, key=key, pure=False)

@@ -200,6 +200,7 @@ class RunStore:
         self.recovered: dict[int, Run] = {}  # runs of lost workers, sorted again here
         self._recovering: dict[int, threading.Lock] = {}  # one making of each lost run at a time
         self._kept: list = []  # dask futures of runs made again through the scheduler (RunStore.keep)
+        self._makings: dict[int, int] = {}  # index -> times made again for this store (RunStore.making)
         self._reserved: dict[int, tuple] = {}  # index -> (budget key, bytes) of the runs held within a budget
 
     # -- putting a run -------------------------------------------------------------------------
@@ -320,6 +321,14 @@ class RunStore:
         if run.tier == "disk":
             return os.path.exists(run.path)
         return run.tier == "shared" and run.shared.owner != ipc.PROCESS or run.index in self._data
+
+    def making(self, index: int) -> int:
+        """How many times run ``index`` has been made again for this store before (counted here):
+        the processes that ask for a lost run to be made again name that making alike."""
+        with self._lock:
+            n = self._makings.get(index, 0)
+            self._makings[index] = n + 1
+            return n
 
     def keep(self, future) -> None:
         """Hold a dask future (of a run made again through the scheduler) while this store lives:
