@@ -147,9 +147,11 @@ def test_runs_never_join_partitions_of_two_workers(rng):
     group as the count says."""
     with dask.config.set(scheduler="threads"):
         plain = scale.frame_runs(40, external=False)
-        owners = [["a", "b"][int(x)] for x in rng.integers(0, 2, 40)]
+        owners = ["a"] * 10 + ["b"] * 7 + ["a"] * 13 + ["b"] * 10
         runs = scale.frame_runs(40, external=False, owners=owners)
         assert scale.frame_runs(40, external=False, owners=[None] * 40) == plain
+        scattered = [["a", "b"][int(x)] for x in rng.integers(0, 2, 40)]  # so many more runs: the partitions move
+        assert scale.frame_runs(40, external=False, owners=scattered) == plain
     assert [a for a, _ in runs][0] == 0 and runs[-1][1] == 40 and all(b == c for (_, b), (c, _) in zip(runs, runs[1:]))
     assert all(len({owners[i] for i in range(a, b)}) == 1 for a, b in runs)
     assert {a for a, _ in plain} <= {a for a, _ in runs}  # only cut further
@@ -157,20 +159,24 @@ def test_runs_never_join_partitions_of_two_workers(rng):
 
 @pytest.mark.parametrize("strategy", ["external", "memory"])
 def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, strategy):
-    """A persisted frame (and a partition-wise step over it) on two worker processes: every run
-    task takes partitions held by one worker (none moves for it), and the sort is pandas'."""
+    """A frame of futures (and a partition-wise step over it) on two worker processes, its 32
+    partitions in blocks of 6, 8, 8 and 10 on one worker, then the other: every run task takes
+    partitions held by one worker (none moves for it), and the sort is pandas'."""
     distributed = pytest.importorskip("distributed")
     n = 48_000
     df = pd.DataFrame({"k": rng.integers(0, 1_000, n), "v": np.arange(n)})
     with (
         distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
-        distributed.Client(cluster),
+        distributed.Client(cluster) as client,
     ):
-        ddf = dd.from_pandas(df, npartitions=32, sort=False).persist()
+        workers = sorted(client.scheduler_info()["workers"])
+        at = [workers[b % 2] for b, size in enumerate([6, 8, 8, 10]) for _ in range(size)]
+        parts = [client.scatter(df.iloc[i], workers=[w]) for i, w in zip(np.array_split(np.arange(n), 32), at)]
+        ddf = dd.from_delayed(parts, meta=df.iloc[:0], verify_meta=False).persist()  # each partition where its data is
         distributed.wait(ddf)
         step = ddf.map_partitions(lambda p: p.assign(v=p["v"] + 0))
         owners = scale.partition_workers(step)
-        assert owners is not None and len(set(owners)) == 2, owners
+        assert owners == at
         assert scale.partition_workers(ddf) == owners
         with dask.config.set({"dsort.scale.runs-follow-workers": False}):
             assert scale.partition_workers(step) is None

@@ -68,7 +68,8 @@ def frame_runs(partitions: int, external: bool, owners=None) -> list:
     ``frame-partitions-per-run`` partitions a run (memory bounded by a few partitions). With
     ``owners`` (:func:`partition_workers`), no run joins partitions of two workers: dask would move
     all but one of them to one worker (2^26 rows of cudf frames on two GPUs, over TCP: 15 of 32
-    runs waited up to 0.6 s for a partition of the other GPU)."""
+    runs waited up to 0.6 s for a partition of the other GPU); unless that makes more than
+    :data:`MOST_RUNS_FOLLOWING_WORKERS` times the runs (partitions scattered over the workers)."""
     count = plan.run_count(partitions, threads(), int(config.get("scale.runs-per-thread")))
     if external:
         count = max(count, -(-partitions // max(1, int(config.get("scale.frame-partitions-per-run")))))
@@ -79,7 +80,15 @@ def frame_runs(partitions: int, external: bool, owners=None) -> list:
     for a, b in runs:
         cuts = [i for i in range(a + 1, b) if owners[i] != owners[i - 1] and owners[i] and owners[i - 1]]
         out += list(zip([a, *cuts], [*cuts, b]))
-    return out
+    # but not at any price: the cuts and merges grow with the runs (runs x merge groups slices)
+    return out if len(out) <= MOST_RUNS_FOLLOWING_WORKERS * len(runs) else runs
+
+
+# At most this many times the runs where they follow the workers (frame_runs), else the partitions
+# move. 2x H200, cudf frames of 2^26 rows over 2 workers at random (BENCHMARKS.md section 7): 64
+# partitions, 48 runs instead of 32: 0.98 s against 1.17 s; 512 partitions, 243 instead of 32:
+# 12.7 s against 3.0 s.
+MOST_RUNS_FOLLOWING_WORKERS = 1.5
 
 
 PLACEMENT_DEPTH = 6  # partition-wise steps followed back from a partition to one dask holds
