@@ -25,6 +25,7 @@ SHOWN_AS = {
     T.READ: "read",
     T.CHECKSUM_INPUT: "checksum",
     T.RUN: "run",
+    T.REMADE: "merge",  # a lost run made again for a merge: part of its time
     T.CUTS: "cuts",
     T.GROUP_CUTS: "first pass",
     T.GROUP_MERGE: "first pass",
