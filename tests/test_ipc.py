@@ -91,8 +91,10 @@ def fake_ipc(monkeypatch):
         pass
 
     def open_handle(handle):
-        if handle == b"gone":
-            raise Refused("invalid resource handle")
+        if handle == b"gone":  # CuPy's words for a handle whose process has ended
+            raise Refused("cudaErrorInvalidResourceHandle: invalid resource handle")
+        if handle == b"full":
+            raise Refused("cudaErrorMemoryAllocation: out of memory")
         assert handle not in mapped, "a mapping opened twice in one process"
         mapped[handle] = 1
         return 4096 * (len(mapped) + 1)
@@ -120,7 +122,8 @@ def _shared(handle):
 
 def test_threads_opening_one_shared_array_share_one_mapping(fake_ipc):
     """Opens of one array by several readers of a process map it once; the last close unmaps it;
-    an array that cannot be opened fails with SharedGone, and nothing stays mapped."""
+    an array that cannot be opened (its process gone) fails with SharedGone, another failure as
+    it is, and nothing stays mapped."""
     a, b = _shared(b"a"), _shared(b"b")
     p = ipc._open(a, 0)
     assert ipc._open(a, 0) == p and fake_ipc == {b"a": 1}
@@ -132,4 +135,7 @@ def test_threads_opening_one_shared_array_share_one_mapping(fake_ipc):
     assert fake_ipc == {} and ipc._opened == {}
     with pytest.raises(ipc.SharedGone, match="could not be opened"):
         ipc._open(_shared(b"gone"), 0)
+    with pytest.raises(Exception, match="out of memory") as e:  # not a lost array: no run is made again for it
+        ipc._open(_shared(b"full"), 0)
+    assert not isinstance(e.value, ipc.SharedGone)
     assert fake_ipc == {} and ipc._opened == {}

@@ -167,34 +167,6 @@ def test_a_gone_run_of_another_process_is_made_again_once_by_recover(tmp_path, r
     R.drop(cfg.job, cfg.directory)
 
 
-def test_a_reader_run_again_after_its_compute_ended_removes_what_it_made_again(tmp_path, rng, monkeypatch):
-    """On a dask worker, the last reader of a compute tells the scheduler; a reader that dask runs
-    again after that (a lost worker's finished output), and that had runs made again, removes them
-    at its end, though the other readers do not come again. A reader of a compute not ended counts
-    as ever, runs made again or not."""
-    from types import SimpleNamespace
-
-    events = []
-    worker = SimpleNamespace(address="tcp://here:1", local_directory=str(tmp_path), log_event=lambda topic, e: events.append((topic, e)))
-    monkeypatch.setattr(R, "this_worker", lambda: worker)
-    monkeypatch.setattr(R, "_ended", lambda job, compute: any(t == R.ENDED and e == {"job": job, "compute": compute} for t, e in events))
-    cfg = _config(tmp_path, 4)
-    s = R.store(cfg)
-    runs = [s.put(i, rng.integers(0, 256, (10, 4), dtype=np.uint8)) for i in range(2)]
-    for t in range(3):
-        R.finish(cfg, t, 3, runs)
-    assert not os.path.exists(cfg.directory) and events == [(R.ENDED, {"job": cfg.job, "compute": runs[0].made})]
-    again = R.store(cfg)
-    again.recovered[1] = again.put(1, rng.integers(0, 256, (10, 4), dtype=np.uint8))  # made again by a reader run again
-    R.finish(cfg, 2, 3, runs)
-    assert not os.path.exists(cfg.directory) and cfg.job not in R._stores
-    other = R.store(cfg)  # another compute, whose reader had a run made again: it counts its own readers
-    other.recovered[0] = other.put(0, rng.integers(0, 256, (10, 4), dtype=np.uint8))
-    R.finish(cfg, 0, 3, [other.recovered[0]])
-    assert os.path.exists(cfg.directory)
-    R.drop(cfg.job, cfg.directory)
-
-
 def test_a_worker_reading_runs_of_other_processes_forgets_its_store_when_the_job_is_gone(tmp_path, monkeypatch):
     """A worker process that only reads a job's runs (they are another process's, whose last
     reader removes the job's directory) drops its own store of the job once the directory is

@@ -142,19 +142,21 @@ def test_an_external_result_computes_twice(tmp_path):
     np.testing.assert_array_equal(second, first)
 
 
-def test_runs_never_join_partitions_of_two_workers(rng):
-    """Consecutive partitions of different owners end a run there; partitions of unknown owners
-    group as the count says."""
-    with dask.config.set(scheduler="threads"):
-        plain = scale.frame_runs(40, external=False)
-        owners = ["a"] * 10 + ["b"] * 7 + ["a"] * 13 + ["b"] * 10
-        runs = scale.frame_runs(40, external=False, owners=owners)
-        assert scale.frame_runs(40, external=False, owners=[None] * 40) == plain
-        scattered = [["a", "b"][int(x)] for x in rng.integers(0, 2, 40)]  # so many more runs: the partitions move
-        assert scale.frame_runs(40, external=False, owners=scattered) == plain
+def test_runs_never_join_partitions_of_two_workers(rng, monkeypatch):
+    """Consecutive partitions of different owners end a run there (a partition of unknown owner
+    between them too); partitions of unknown owners group as the count says; owners scattered
+    so that the runs would grow past the bound leave the runs as they were."""
+    monkeypatch.setattr(scale, "threads", lambda: 4)  # 8 runs of 5 partitions
+    plain = scale.frame_runs(40, external=False)
+    assert len(plain) == 8
+    owners = ["a"] * 12 + [None] + ["b"] * 5 + ["a"] * 12 + ["b"] * 10
+    runs = scale.frame_runs(40, external=False, owners=owners)
+    assert scale.frame_runs(40, external=False, owners=[None] * 40) == plain
+    scattered = ["ab"[i % 2] for i in range(40)]
+    assert scale.frame_runs(40, external=False, owners=scattered) == plain
     assert [a for a, _ in runs][0] == 0 and runs[-1][1] == 40 and all(b == c for (_, b), (c, _) in zip(runs, runs[1:]))
-    assert all(len({owners[i] for i in range(a, b)}) == 1 for a, b in runs)
-    assert {a for a, _ in plain} <= {a for a, _ in runs}  # only cut further
+    assert all(len({owners[i] for i in range(a, b)} - {None}) == 1 for a, b in runs), runs
+    assert {a for a, _ in plain} < {a for a, _ in runs} and len(runs) <= 1.5 * len(plain)  # only cut further, within the bound
 
 
 @pytest.mark.parametrize("strategy", ["external", "memory"])

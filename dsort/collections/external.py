@@ -77,6 +77,8 @@ class FromGraph(F.FirstPass):
         return run
 
     def recovery(self, gpu):
+        if self.inputs is None or R.this_worker() is None:  # nothing to ask: a failed read keeps its own error
+            return None
         return lambda q: self.remake(q, gpu)
 
 

@@ -78,7 +78,11 @@ def frame_runs(partitions: int, external: bool, owners=None) -> list:
         return runs
     out = []
     for a, b in runs:
-        cuts = [i for i in range(a + 1, b) if owners[i] != owners[i - 1] and owners[i] and owners[i - 1]]
+        cuts, last = [], owners[a]  # the last known owner in this run (a partition of unknown owner joins any)
+        for i in range(a + 1, b):
+            if owners[i] and last and owners[i] != last:
+                cuts.append(i)
+            last = owners[i] or last
         out += list(zip([a, *cuts], [*cuts, b]))
     # but not at any price: the cuts and merges grow with the runs (runs x merge groups slices)
     return out if len(out) <= MOST_RUNS_FOLLOWING_WORKERS * len(runs) else runs

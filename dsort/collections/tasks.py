@@ -86,14 +86,21 @@ def run_again(key, func, *args):
     """``(result, future)`` of task ``key``, ``func(*args)`` (:func:`ref` for the results it takes),
     added to the graph being computed and run now, asked of the dask scheduler by a task that runs
     on a distributed worker. The scheduler makes again the results it takes where they are lost
-    (their worker gone) or released, as it knows how while any task of the graph waits. Tasks of
+    (their worker gone) or released, as it knows how while any task of the graph waits; a result
+    it no longer knows (dask fused an input chunk into the one task that took it) fails it with an
+    OSError that says so. Tasks of
     several workers asking for the same ``key`` get one result. Hold ``future`` while the result
     must stay. The caller lets go of its thread meanwhile (:func:`dsort.core.runs.seceded`): the
     task may wait for tasks that need one."""
+    from concurrent.futures import CancelledError
+
     from distributed import get_client
 
     future = get_client().submit(func, *args, key=key, pure=False)
-    return future.result(), future
+    try:
+        return future.result(), future
+    except CancelledError as e:  # a result it takes is gone from the scheduler (fused into the task that took it)
+        raise OSError(f"task {key} cannot be run again: the scheduler no longer knows a result it takes ({e})") from None
 
 
 def _beside(_near, func, *args):

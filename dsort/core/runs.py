@@ -297,9 +297,11 @@ class RunStore:
                 lost = {} if recover is None or attempt == RECOVERIES else self._lost(items, e)
                 if not lost:
                     raise
-            with self._lock:  # a run made again here and lost since: made again once more
+            failed = {run.index: run for run, _, _ in items if isinstance(run, Run) and run.index in lost}
+            with self._lock:  # a run made again here and lost since: made again once more (not one made meanwhile)
                 for i in lost:
-                    self.recovered.pop(i, None)
+                    if i in failed and self.recovered.get(i) is failed[i]:
+                        del self.recovered[i]
             with seceded():  # while they are made (their inputs too, by other tasks), or another task of this process makes them
                 for i in lost:
                     self.recover_once(i, recover)
@@ -584,16 +586,21 @@ def _visible(run: Run) -> bool:
 def seceded():
     """On a dask worker, the task running this block lets go of its thread meanwhile (the worker
     runs other tasks, those this one waits for among them) and takes one back at its end."""
-    if this_worker() is None:
+    if this_worker() is None or getattr(_seceding, "on", False):  # no worker, or let go already (a recovery inside one)
         yield
         return
     from distributed import rejoin, secede
 
     secede()
+    _seceding.on = True
     try:
         yield
     finally:
+        _seceding.on = False
         rejoin()
+
+
+_seceding = threading.local()
 
 
 def this_worker():
@@ -718,20 +725,16 @@ def finish(config: StoreConfig, reader: int, readers: int, runs=()) -> None:
     the job's runs ``runs`` (the cuts' handles); the last one to finish removes them. Readers count
     within one compute of the job (its runs' making): a partial compute's readers are not counted
     by a later one. A store with memory tiers lives in one process, which counts; a store read by
-    many processes counts marker files in the runs' directory, and on a dask cluster the last
-    reader tells the scheduler (an event of topic :data:`ENDED`): a reader that dask runs again
-    after that (a lost worker's finished output) and that had runs made again removes them at its
-    end. Runs made again by a later partial compute (dask making one lost output of a persisted
-    result, its cuts released) stay until the process that built the graph exits."""
+    many processes counts marker files in the runs' directory. Runs made again for readers that
+    dask runs after the last one (a lost worker's finished outputs, made again) stay until the
+    process that built the graph exits: such readers come several at once, and the first to end
+    would remove what the others read."""
     compute = runs[0].made if len(runs) else ""
     s = store(config)
     with s._lock:
         s._done.add((compute, reader))
         done = sum(1 for c, _ in s._done if c == compute)
-    many = not (config.host_budget or config.device_budget)
-    if many and s.recovered and _ended(config.job, compute):  # a reader run again after its compute ended: what it made again goes now
-        done = readers
-    elif many:
+    if not (config.host_budget or config.device_budget):
         d = Path(config.directory)
         try:
             d.mkdir(parents=True, exist_ok=True)
@@ -741,18 +744,6 @@ def finish(config: StoreConfig, reader: int, readers: int, runs=()) -> None:
             done = readers
     if done >= readers:
         drop(config.job, config.directory)
-        if many and s.address is not None:  # dask may run a reader again after this (its output lost)
-            this_worker().log_event(ENDED, {"job": config.job, "compute": compute})
-
-
-ENDED = "dsort-runs-ended"  # the topic of the events that say a compute of a job has read its runs
-
-
-def _ended(job: str, compute: str) -> bool:
-    """Whether the dask scheduler heard that compute ``compute`` of ``job`` ended (:func:`finish`)."""
-    from distributed import get_client
-
-    return any(e.get("job") == job and e.get("compute") == compute for _, e in get_client().get_events(ENDED))
 
 
 def alive(pid: int) -> bool:

@@ -260,9 +260,9 @@ def peer_access(dst: int, src: int) -> bool:
     with cupy.cuda.Device(dst):
         try:
             cupy.cuda.runtime.deviceEnablePeerAccess(src)
-        except cupy.cuda.runtime.CUDARuntimeError as e:  # enabled already (by CuPy, say)
-            if "PeerAccessAlreadyEnabled" not in str(e):
-                raise
+        except cupy.cuda.runtime.CUDARuntimeError as e:  # enabled already (by CuPy, say), or too many peers: copies still work, staged
+            cupy.cuda.runtime.getLastError()  # not left for a later check of the thread's last error (cudf's) to report
+            return "PeerAccessAlreadyEnabled" in str(e)
     return True
 
 

@@ -117,6 +117,11 @@ class SharedGone(OSError):
     """A shared device array that could not be opened (its process has ended, say)."""
 
 
+# how opening a handle whose allocation is gone fails (its process ended: invalid resource handle
+# on the H200s; an invalid value or a failed mapping on other drivers)
+GONE = ("cudaErrorInvalidResourceHandle", "cudaErrorInvalidValue", "cudaErrorMapBufferObjectFailed")
+
+
 _opened: dict = {}  # handle -> [device pointer, device, readers]: one mapping per process, counted
 _opened_lock = threading.Lock()
 
@@ -131,6 +136,8 @@ def _open(s: Shared, d: int) -> int:
                 try:
                     ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)
                 except cupy.cuda.runtime.CUDARuntimeError as e:
+                    if not any(why in str(e) for why in GONE):  # out of memory, say: not a lost run
+                        raise
                     raise SharedGone(f"a device array shared on GPU {s.bus} could not be opened: {e}") from None
             got = _opened[s.handle] = [ptr, d, 0]
         got[2] += 1
