@@ -56,8 +56,8 @@ class FromGraph(F.FirstPass):
     with it the GPU memory or the disk that held it) is made again through the dask scheduler,
     by the task that made it in the graph, run again (:func:`dsort.collections.tasks.run_again`:
     from its input chunks, made again too where they are lost), by a merge that finds it gone;
-    its result stays while the run store that asked for it does. For the jobs' dataclasses, which hold ``inputs``
-    (how the graph named the run tasks' inputs; None: not made again) and say
+    its result stays while the run store that asked for it does. For the jobs' dataclasses, which
+    hold ``inputs`` (how the graph named the run tasks' inputs; None: not made again) and say
     :meth:`run_task`."""
 
     def run_task(self, q: int) -> tuple:

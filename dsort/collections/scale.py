@@ -89,7 +89,7 @@ def frame_runs(partitions: int, external: bool, owners=None) -> list:
 
 
 # At most this many times the runs where they follow the workers (frame_runs), else the partitions
-# move. 2x H200, cudf frames of 2^26 rows over 2 workers at random (BENCHMARKS.md section 7): 64
+# move. 2x H200, cudf frames of 2^26 rows over 2 workers at random (BENCHMARKS.md section 5): 64
 # partitions, 48 runs instead of 32: 0.98 s against 1.17 s; 512 partitions, 243 instead of 32:
 # 12.7 s against 3.0 s.
 MOST_RUNS_FOLLOWING_WORKERS = 1.5

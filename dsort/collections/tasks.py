@@ -88,10 +88,9 @@ def run_again(key, func, *args):
     on a distributed worker. The scheduler makes again the results it takes where they are lost
     (their worker gone) or released, as it knows how while any task of the graph waits; a result
     it no longer knows (dask fused an input chunk into the one task that took it) fails it with an
-    OSError that says so. Tasks of
-    several workers asking for the same ``key`` get one result. Hold ``future`` while the result
-    must stay. The caller lets go of its thread meanwhile (:func:`dsort.core.runs.seceded`): the
-    task may wait for tasks that need one."""
+    OSError that says so. Tasks of several workers asking for the same ``key`` get one result.
+    Hold ``future`` while the result must stay. The caller lets go of its thread meanwhile
+    (:func:`dsort.core.runs.seceded`): the task may wait for tasks that need one."""
     from concurrent.futures import CancelledError
 
     from distributed import get_client
