@@ -329,18 +329,21 @@ def test_auto_takes_the_external_sort_for_many_pieces(rng, tmp_path):
 @pytest.mark.parametrize(
     "device", [None, pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")])]
 )
-def test_fixed_width_frames_go_through_the_run_store(rng, tmp_path, device):
+@pytest.mark.parametrize("index", ["permuted", "range"])
+def test_fixed_width_frames_go_through_the_run_store(rng, tmp_path, device, index):
     """Frames of fixed-width columns only: rows (key bytes, row bytes) in the run store, no
-    pickled blocks; the same result as pandas, index kept or positions, empty partitions too."""
+    pickled blocks; the same result as pandas, index kept or positions, empty partitions too. A
+    range index (each partition's a range, of a step other than 1 here) is made on the GPU there."""
     n = 3000
     df = pd.DataFrame(
         {"k": rng.integers(0, 40, n), "f": rng.choice([np.nan, 1.0, -2.5], n), "t": pd.to_datetime(rng.integers(0, 5, n), unit="D")},
-        index=pd.Index(rng.permutation(n), name="ix"),
+        index=pd.Index(rng.permutation(n), name="ix") if index == "permuted" else pd.RangeIndex(3 * n + 5, 5, -3, name="ix"),
     )
     ddf = dd.from_pandas(df, npartitions=6, sort=False)
     ddf = ddf.map_partitions(lambda p, partition_info=None: p.iloc[:0] if partition_info["number"] in (1, 4) else p, meta=ddf._meta)
+    assert isinstance(ddf.partitions[2].compute(scheduler="sync").index, pd.RangeIndex) == (index == "range")
     df = ddf.compute(scheduler="sync")
-    for by, ascending, ignore_index in (("k", True, False), (["t", "f"], [False, True], True)):
+    for by, ascending, ignore_index in (("k", True, False), (["t", "f"], [False, True], True), (["f", "ix"], [True, False], False)):
         out = sort_values(
             ddf, by, ascending=ascending, strategy="external", local_directory=tmp_path, device=device, ignore_index=ignore_index
         )

@@ -286,7 +286,7 @@ def sort_values_external(
     merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
     for g, key in enumerate(merges):
         dsk[key] = T.task_beside(key, T.beside(near, g, len(groups)), merge, job, T.ref(cut), g, *extra)
-    piece = external.nth if gpu_frame and codec is not None else frame_chunk.piece  # fixed-width cudf rows: outputs made apart
+    piece = external.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
     return as_collection(df, dsk, df._meta, None, output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece), tok)
 
 

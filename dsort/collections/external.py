@@ -44,6 +44,7 @@ from .passes import first_pass
 from ..core import filesort as F
 from ..core import runs as R
 from ..engine import device as dev
+from ..engine import host
 
 PREFIX = "dsort-runs"  # the run directories: PREFIX-PID-TOKEN, PID the process that built the graph
 
@@ -551,8 +552,11 @@ def _device_rows(job: FixedFrameJob, parts, watch: F.Stopwatch):
     for part in parts:
         if job.cudf:  # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this thread's then waits for
             each.append(dev.after_default_stream(job.codec.gpu_columns, part))
-        else:  # CuPy has no datetimes
-            each.append([chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(job.codec.columns(part), kinds)])
+        else:  # CuPy has no datetimes; a range index is made there, not copied
+            columns = job.codec.columns(part, index=not _range_index_made(job, part))
+            each.append([chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(columns, kinds)])
+            if len(columns) < len(kinds):
+                each[-1].append(cupy.arange(part.index.start, part.index.stop, part.index.step, dtype=job.codec.dtypes[-1]))
     columns = each[0] if len(each) == 1 else [cupy.concatenate(c) for c in zip(*each)]
     watch.lap("copy in")
     names = list(parts[0].columns)
@@ -577,45 +581,57 @@ def fixed_cuts(job: FixedFrameJob, *runs):
 
 
 def fixed_merge(job: FixedFrameJob, cut, t: int):
-    """Merge group ``t``: its slices of every run merged, decoded into a frame; a dask-cudf
-    frame's group into a tuple of its output partitions where it has several (:func:`nth`)."""
+    """Merge group ``t``: its slices of every run merged and decoded into its output partitions,
+    a tuple of them where it has several (:func:`nth`), else the one frame."""
     gpu = _device() if job.gpu else None
     watch = F.Stopwatch()
-    out = None
-    with F.on_stream(gpu):  # as fixed_run
+    with F.on_stream(gpu), host.pooled():  # as fixed_run; the host arrays from the worker's pool (dsort.engine.host)
         merged = F.merge_rows(job, cut, t, watch, gpu)
-        if merged is not None and job.cudf:  # the outputs stay on the GPU, the group's columns taken apart once
-            out = _cudf_outputs(job, merged[1], _group_sizes(job, cut, t), watch)
-        elif merged is not None and gpu is not None:  # the columns taken apart on the GPU, copied out as they are
-            columns = job.codec.pick(merged[1], job.layout.key_bytes)
-            F.sync(gpu)
-            watch.lap("decode")
-            out = job.codec.frame([dev.to_host(x) for x in columns])
-            watch.lap("copy out")
-    R.finish(job.store, t, len(job.starts), cut[1])
-    if out is None:
-        if job.cudf:  # no rows: the meta's columns and index, as cudf
-            import cudf
-
-            out = [cudf.from_pandas(job.codec.meta, nan_as_null=False) for _ in _group_sizes(job, cut, t)]
+        rows = merged[1] if merged is not None else None
+        sizes = _group_sizes(job, cut, t)
+        if job.cudf:  # the outputs stay on the GPU, the group's columns taken apart once
+            out = _cudf_outputs(job, rows, sizes, watch)
         else:
-            rows = merged[1] if merged is not None else np.empty((0, job.layout.row_bytes), np.uint8)
-            out = job.codec.decode(rows, job.layout.key_bytes)
-        watch.lap("decode")
+            out = _pandas_outputs(job, rows, sizes, watch)
+    R.finish(job.store, t, len(job.starts), cut[1])
     report_stages("merge", watch)
-    start = int(cut[0][t].sum())
-    for frame in out if job.cudf else [out]:
-        if job.ignore_index:
-            frame.index = _range_index(job, start, start + len(frame))
-        start += len(frame)
-    if job.cudf:
-        return out[0] if len(out) == 1 else tuple(out)
-    return out
+    if job.ignore_index:
+        starts = np.cumsum([int(cut[0][t].sum()), *sizes]).tolist()
+        out = [FC.with_positions(frame, start) for frame, start in zip(out, starts)]
+    return out[0] if len(out) == 1 else tuple(out)
 
 
 def _group_sizes(job: FixedFrameJob, cut, t: int) -> tuple:
     """The rows of merge group ``t``'s output partitions."""
     return output_sizes(job, cut)[job.starts[t] : job.starts[t + 1] if t + 1 < len(job.starts) else job.partitions]
+
+
+def _bounds(sizes) -> list:
+    """``(first, end)`` rows of each output of ``sizes`` rows in its group."""
+    ends = np.cumsum([0, *sizes]).tolist()
+    return list(zip(ends[:-1], ends[1:]))
+
+
+def _pandas_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
+    """The pandas frames of merged ``rows`` (on this worker's GPU, or the host) cut into output
+    partitions of ``sizes`` rows: the group's columns taken apart once (on the GPU, then copied
+    out as they are) and each output's frame made on its slices of them, no copy (a frame sliced
+    and copied per output was a second pass over every byte). The outputs of a group share that
+    memory until the last of them goes."""
+    if rows is None or not len(rows):
+        rows = np.empty((0, job.layout.row_bytes), np.uint8)
+    if dev.is_device_array(rows):
+        columns = job.codec.pick(rows, job.layout.key_bytes)
+        F.sync(_device())
+        watch.lap("decode")
+        columns = [dev.to_host(x) for x in columns]
+        watch.lap("copy out")
+    else:
+        columns = job.codec.unpack(rows, job.layout.key_bytes)
+        watch.lap("decode")
+    out = [job.codec.frame([c[a:b] for c in columns]) for a, b in _bounds(sizes)]
+    watch.lap("make frame")
+    return out
 
 
 def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
@@ -624,10 +640,13 @@ def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
     sliced and copied again). One allocation a column a group, not an output: with RMM's default
     resource each is a cudaMalloc, and its cudaFree waits for the whole GPU. The outputs of a group
     share that memory until the last of them goes."""
+    if rows is None:  # no rows: the meta's columns and index, as cudf
+        import cudf
+
+        return [cudf.from_pandas(job.codec.meta, nan_as_null=False) for _ in sizes]
     with dev.cudf_owned():  # the outputs' columns become cudf's memory
         whole = job.codec.pick(rows, job.layout.key_bytes)
-    bounds = np.cumsum([0, *sizes]).tolist()
-    columns = [[c[a:b] for c in whole] for a, b in zip(bounds[:-1], bounds[1:])]
+    columns = [[c[a:b] for c in whole] for a, b in _bounds(sizes)]
     nulls = job.codec.null_columns(rows, job.layout.key_bytes)
     F.sync(_device())  # the columns made before cudf (its own stream) reads them
     watch.lap("decode")
@@ -638,17 +657,14 @@ def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
 
 def nth(frames, sizes, t: int, first: int):
     """Output partition ``t`` of a merge group whose first is ``first``: its frame among the
-    group's ``frames`` (:func:`fixed_merge` of a dask-cudf frame), as
-    :func:`dsort.core.frame_chunk.piece` is of the other groups' one frame."""
+    group's ``frames`` (:func:`fixed_merge`), as :func:`dsort.core.frame_chunk.piece` is of the
+    other groups' one frame."""
     return frames[t - first]
 
 
-def _range_index(job: FixedFrameJob, start: int, stop: int):
-    """The positional index ``[start, stop)`` of an output partition, of its frame's kind."""
-    if job.cudf:
-        import cudf
-
-        return cudf.RangeIndex(start, stop)
+def _range_index_made(job: FixedFrameJob, part) -> bool:
+    """Whether pandas partition ``part``'s index is a range the GPU makes itself (of an integer
+    dtype: no copy of its values)."""
     import pandas as pd
 
-    return pd.RangeIndex(start, stop)
+    return type(part.index) is pd.RangeIndex and np.dtype(job.codec.dtypes[-1]).kind in "iu"

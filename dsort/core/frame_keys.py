@@ -474,18 +474,21 @@ class RowCodec:
         struct = np.dtype({"names": names, "formats": list(self.dtypes), "offsets": self._offsets(at), "itemsize": rows.shape[1]})
         return np.ascontiguousarray(rows).reshape(-1).view(struct)
 
-    def columns(self, df: pd.DataFrame) -> list:
-        """The frame's columns, then its index, as NumPy arrays of the codec's dtypes."""
-        values = [df[c].to_numpy() for c in df.columns] + [df.index.to_numpy()]
+    def columns(self, df: pd.DataFrame, index: bool = True) -> list:
+        """The frame's columns, then its index (``index=False``: not), as NumPy arrays of the
+        codec's dtypes."""
+        values = [df[c].to_numpy() for c in df.columns] + ([df.index.to_numpy()] if index else [])
         return [np.asarray(v, dtype=d) for v, d in zip(values, self.dtypes)]
 
     def frame(self, columns: list) -> pd.DataFrame:
         """The frame of :meth:`columns`' arrays (NumPy; or their bytes as unsigned words, as
-        :meth:`pick` gives them)."""
+        :meth:`pick` gives them), which it holds as they are (no copy: pandas' default for a dict
+        of arrays copies them into one block, a pass over every byte into new memory)."""
         columns = [x if x.dtype == d else x.view(d) for x, d in zip(columns, self.dtypes)]
         meta = self.meta
-        index = pd.Index(columns[-1], name=meta.index.name, dtype=meta.index.dtype)
-        return pd.DataFrame(dict(zip(range(len(columns) - 1), columns[:-1])), index=index).set_axis(meta.columns, axis=1)
+        index = pd.Index(columns[-1], name=meta.index.name, dtype=meta.index.dtype, copy=False)
+        data = dict(zip(range(len(columns) - 1), columns[:-1]))
+        return pd.DataFrame(data, index=index, copy=False).set_axis(meta.columns, axis=1)
 
     def gpu_columns(self, df) -> list:
         """:meth:`columns` of a cudf frame (a dask-cudf partition): CuPy arrays on its GPU, no copy
@@ -575,8 +578,12 @@ class RowCodec:
     def decode(self, rows: np.ndarray, at: int = 0) -> pd.DataFrame:
         """The frame of ``rows`` (``(n, width)`` uint8 holding :meth:`encode`'s bytes from byte
         ``at`` of every row on)."""
+        return self.frame(self.unpack(rows, at))
+
+    def unpack(self, rows: np.ndarray, at: int = 0) -> list:
+        """:meth:`columns` of :meth:`decode`'s frame: new contiguous arrays, from ``rows`` on the host."""
         records = self._fields(rows, at)
-        return self.frame([np.ascontiguousarray(records[name]) for name in records.dtype.names])
+        return [host.copy(records[name]) for name in records.dtype.names]
 
     def place(self, columns: list, out, at: int) -> None:
         """:meth:`encode` of arrays of any module (CuPy's on a GPU: byte slices, no structured views):

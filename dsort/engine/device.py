@@ -28,6 +28,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from . import host
+
 
 def xp_of(a):
     """NumPy or CuPy: the module of array ``a`` (anything not CuPy counts as NumPy)."""
@@ -222,7 +224,10 @@ def _touch(a):
 
 
 def to_host(x) -> np.ndarray:
-    """A new NumPy array holding a copy of ``x`` (a CuPy array; a NumPy array is copied too)."""
+    """A new NumPy array holding a copy of ``x`` (a CuPy array; a NumPy array is copied too), in
+    :mod:`~dsort.engine.host` memory (in a task that pools its arrays, pages used before: new
+    pages fault in one by one, and from several threads at once they queue on the process's
+    memory map)."""
     if isinstance(x, np.ndarray):
         return x.copy()
     import cupy
@@ -233,18 +238,18 @@ def to_host(x) -> np.ndarray:
         x = contiguous(x)
     if x.nbytes < PINNED_MIN_BYTES:
         return cupy.asnumpy(x)
-    out = np.empty(x.shape, x.dtype)
+    out = host.empty(x.shape, x.dtype)
     with _alone() as alone, x.device:  # on x's device, after the work queued on its stream there
-        if not alone:  # through the staging buffers, into new pageable memory
-            flat = out.reshape(-1).view(np.uint8)
-            download(x, lambda buf, off: np.copyto(flat[off : off + len(buf)], buf), x.device.id)
-            return out
-        _touch(out)
-        with _pinned(out, read_only=False) as span:
-            if span is not None:
-                _copy_pieces(out.ctypes.data, x.data.ptr, x.nbytes, span, cupy.cuda.runtime.memcpyDeviceToHost)
-                return out
-    x.get(out=out)  # out is new: no other thread has locked its pages
+        if alone:
+            _touch(out)
+            with _pinned(out, read_only=False) as span:
+                if span is not None:
+                    _copy_pieces(out.ctypes.data, x.data.ptr, x.nbytes, span, cupy.cuda.runtime.memcpyDeviceToHost)
+                    return out
+        # through the staging buffers: with other threads copying, or pages not locked (pooled
+        # memory may share its end pages with arrays that another thread has locked)
+        flat = out.reshape(-1).view(np.uint8)
+        download(x, lambda buf, off: np.copyto(flat[off : off + len(buf)], buf), x.device.id)
     return out
 
 
