@@ -43,7 +43,6 @@ SHOWN_AS = {
     T.SORTED_VALUES: "sort",
     T.MERGE: "merge",
     T.SLICES: "merge",
-    T.PIECE: "merge",
     T.SIZES: "sort",
     T.SORTED: "merge",
     T.WRITE: "write",

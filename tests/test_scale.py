@@ -82,6 +82,29 @@ def test_the_frame_graph_grows_with_the_partitions_not_partitions_times_outputs(
         assert len(graph) <= 3 * 2048 + 64 * 64, (strategy, len(graph))  # pieces, runs and their slices
 
 
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+@pytest.mark.parametrize("outputs", [64, 3])
+def test_a_sorted_frames_partitions_are_dsorts_own_tasks(rng, strategy, outputs):
+    """No task a partition around dsort's: the partitions are the tasks that make them, named
+    after the result (dask's from_delayed added two a partition); a merge group of one output is
+    taken by an alias. What dask users do with such a frame (filters aligned with it) still works."""
+    pdf = pd.DataFrame({"k": rng.integers(0, 100, 4000), "v": np.arange(4000)})
+    df = dd.from_pandas(pdf, npartitions=64, sort=False)
+    out = D.sort_values(df, "k", strategy=strategy, npartitions=outputs)
+    assert out.__dask_keys__() == [(out._name, t) for t in range(outputs)] and out._name.startswith(tasks.SORTED)
+    graph = dict(out.__dask_graph__())
+    theirs = {key_split(k) for k in graph} - {key_split(k) for k in df.__dask_graph__()}
+    assert all(name.startswith("dsort-") for name in theirs), theirs
+    ours = [k for k in graph if key_split(k) == tasks.SORTED]
+    merges = [k for k in graph if key_split(k) == tasks.MERGE]
+    assert len(ours) == outputs and len(merges) <= outputs
+    with dask.config.set(scheduler="threads"):
+        expected = pdf.sort_values("k", kind="stable")
+        pd.testing.assert_frame_equal(out.compute(), expected)
+        pd.testing.assert_frame_equal(out[out.v % 3 == 0].compute(), expected[expected.v % 3 == 0])
+        assert out.npartitions == outputs and len(out.partitions[outputs - 1].compute()) == len(out.get_partition(outputs - 1))
+
+
 @pytest.mark.parametrize("strategy", ["multiway", "tree", "external"])
 def test_thousands_of_small_chunks_sort_like_numpy(rng, strategy):
     n = 40_000

@@ -127,34 +127,36 @@ class Graph:
 
 
 def output_pieces(dsk: dict, token: str, merges, groups, sizes, piece=F.piece) -> list:
-    """The output partitions' task keys: merge ``g`` itself where its group ``(a, b)`` is one
-    output, else a piece task of it per output (added to ``dsk``: ``piece(merged, sizes, t, a)``);
-    ``sizes``: every output's rows (or a reference to them)."""
+    """The output partitions' task keys, ``(SORTED-token, t)``: merge ``g``'s result where its
+    group ``(a, b)`` is one output (an alias of it: :func:`as_collection`), else a piece task of it
+    per output (added to ``dsk``: ``piece(merged, sizes, t, a)``); ``sizes``: every output's rows
+    (or a reference to them)."""
+    name = T.name(T.SORTED, token)
     outputs = []
     for key, (a, b) in zip(merges, groups):
         if b - a == 1:
             outputs.append(key)
             continue
         for t in range(a, b):
-            outputs.append((T.name(T.PIECE, token), t))
+            outputs.append((name, t))
             dsk[outputs[-1]] = T.task(outputs[-1], piece, T.ref(key), sizes, t, a)
     return outputs
 
 
 def as_collection(df, dsk: dict, meta, divisions, keys, token: str):
-    """A dask dataframe of the tasks ``keys`` of ``dsk`` (which reads ``df``'s): dask's
-    ``from_delayed`` of them, so dask names the result by those keys alone; it never hashes the
-    input's graph (``from_graph`` does, which costs the data of a persisted input and fails on a
-    loader dask cannot hash; dask-expr's ``FromGraph`` given a token still hashes it where a
-    filter checks that two frames are aligned)."""
-    import dask.dataframe as dd
-    from dask.delayed import Delayed
+    """A dask dataframe named ``SORTED-token`` whose partitions are the tasks ``keys`` of ``dsk``
+    (which reads ``df``'s): those named ``(SORTED-token, t)`` (:func:`output_pieces`) are its
+    partitions as they are, the others' results are taken by an alias each. No task more: dask's
+    ``from_delayed`` added two a partition (1,024 more at 512 partitions, 0.6 s on one worker),
+    and ``from_graph`` hashes the input's graph to name the result (which costs the data of a
+    persisted input and fails on a loader dask cannot hash); this result is named by ``token``."""
     from dask.highlevelgraph import HighLevelGraph
+
+    from .named_frame import collection
 
     layer = T.name(T.SORTED, token)
     graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
-    parts = [Delayed(k, graph, layer=layer) for k in keys]
-    return dd.from_delayed(parts, meta=meta, divisions=divisions, verify_meta=False)
+    return collection(graph, meta, divisions or (None,) * (len(keys) + 1), keys, layer)
 
 
 def nonempty_cuts(cut):

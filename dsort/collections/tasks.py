@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dask._task_spec import Task, TaskRef, parse_input
+from dask._task_spec import Alias, Task, TaskRef, parse_input
 
 # -- phases: task-name prefixes --------------------------------------------------------------------
 # Each word must survive key_split: letters only, and no 8-letter word starting with a-f (dask
@@ -38,12 +38,11 @@ SPLITTERS = "dsort-splitters"  # exact cuts, from the windows
 SLICE = "dsort-slice"  # the piece of a part that one output chunk takes
 SLICED = "dsort-sliced"  # a dataframe part's marker: all its slices made (the merges wait for every part's)
 MERGE = "dsort-merge"  # an output chunk or range (or a group of them) merged from its pieces of every run
-PIECE = "dsort-piece"  # an output partition: its rows of its merge group's result
 SIZES = "dsort-sizes"  # every output partition's rows
 SLICES = "dsort-slices"  # slices of runs read on the worker whose disk holds them, for a merge
 SORTED_KEYS = "dsort-sorted-keys"  # an output chunk's keys
 SORTED_VALUES = "dsort-sorted-values"  # an output chunk's values
-SORTED = "dsort-sorted"  # a sorted dataframe's partitions (aliases of its merges)
+SORTED = "dsort-sorted"  # a sorted dataframe's partitions: its rows of its merge group's result (an alias of a group of one)
 WRITE = "dsort-write"  # an output part written, with its checksum
 CHECK = "dsort-check"  # a block's valsort summary
 
@@ -58,6 +57,11 @@ def task(key, func, *args) -> Task:
     inside lists, tuples and dicts: those become task-spec containers; a container without
     references stays plain data)."""
     return Task(key, func, *map(parse_input, args))
+
+
+def alias(key, target) -> Alias:
+    """Task ``key`` whose result is task ``target``'s."""
+    return Alias(key, target)
 
 
 @dataclass(frozen=True)
