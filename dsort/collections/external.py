@@ -617,7 +617,9 @@ def _pandas_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list
     partitions of ``sizes`` rows: the group's columns taken apart once (on the GPU, then copied
     out as they are) and each output's frame made on its slices of them, no copy (a frame sliced
     and copied per output was a second pass over every byte). The outputs of a group share that
-    memory until the last of them goes."""
+    memory until the last of them goes: dask counts each output's own slice, so a spilled output
+    frees its memory only with its group's others (written out or spilled together, as a sort's
+    consumer takes them in order)."""
     if rows is None or not len(rows):
         rows = np.empty((0, job.layout.row_bytes), np.uint8)
     if dev.is_device_array(rows):
