@@ -202,6 +202,22 @@ def test_series_sort_and_ignore_index(rng, ascending):
     pd.testing.assert_series_equal(got, s.sort_values(kind="stable", ignore_index=True), check_index_type=False)
 
 
+@pytest.mark.parametrize("strategy", ["memory", "external", "divisions"])
+def test_ignore_index_meta_is_the_partitions_own(rng, strategy, tmp_path):
+    """With ignore_index the partitions are indexed by position (a range, unnamed, as pandas'):
+    the lazy frame's meta says so too, not the input's index."""
+    df = pd.DataFrame({"k": rng.integers(0, 9, 300), "v": np.arange(300)}, index=pd.Index(np.arange(300) * 2, name="ix"))
+    ddf = dd.from_pandas(df, npartitions=4, sort=False)
+    how = dict(divisions=True) if strategy == "divisions" else dict(strategy=strategy, local_directory=tmp_path)
+    out = sort_values(ddf, "k", ignore_index=True, **how)
+    part = out.partitions[1].compute(scheduler="sync")
+    assert out._meta.index.name is None and isinstance(out._meta.index, pd.RangeIndex)
+    assert part.index.name == out._meta.index.name and part.index.dtype == out._meta.index.dtype
+    assert sort_values(ddf, "k", **({} if strategy == "divisions" else how))._meta.index.name == "ix"
+    series = sort_series(ddf.v, ignore_index=True, **how)
+    assert series._meta.index.name is None and series.partitions[0].compute(scheduler="sync").index.name is None
+
+
 def test_divisions_true_gives_known_positional_divisions(rng):
     df = pd.DataFrame({"k": rng.integers(0, 5, 1001), "row": np.arange(1001)})
     ddf = dd.from_pandas(df, npartitions=4, sort=False)

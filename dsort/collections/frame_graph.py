@@ -100,7 +100,8 @@ class Graph:
                 )
             )
         outputs = output_pieces(self.dsk, token, merges, groups, sizes)
-        return as_collection(self.df, self.dsk, self.df._meta, divisions, outputs, token)
+        meta = positional_meta(self.df._meta) if self.ignore_index else self.df._meta
+        return as_collection(self.df, self.dsk, meta, divisions, outputs, token)
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
@@ -157,6 +158,12 @@ def as_collection(df, dsk: dict, meta, divisions, keys, token: str):
     layer = T.name(T.SORTED, token)
     graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
     return collection(graph, meta, divisions or (None,) * (len(keys) + 1), keys, layer)
+
+
+def positional_meta(meta):
+    """The meta of a result indexed by its rows' positions (``ignore_index``): its index a range,
+    unnamed, as the partitions' (pandas' ``sort_values(ignore_index=True)`` drops the name)."""
+    return meta.reset_index(drop=True)
 
 
 def nonempty_cuts(cut):
