@@ -31,7 +31,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import tasks as T
-from .frame_graph import Graph, as_collection, output_pieces, positional_divisions, positional_meta
+from .frame_graph import Graph, as_collection, output_pieces, positional_divisions
 from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core import frame_chunk
@@ -287,8 +287,8 @@ def sort_values_external(
     for g, key in enumerate(merges):
         dsk[key] = T.task_beside(key, T.beside(near, g, len(groups)), merge, job, T.ref(cut), g, *extra)
     piece = external.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
-    meta = positional_meta(df._meta) if ignore_index else df._meta
-    return as_collection(df, dsk, meta, None, output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece), tok)
+    outputs = output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece)
+    return as_collection(df, dsk, df._meta, None, outputs, tok, ignore_index)
 
 
 class _FrameAccessor:

@@ -100,8 +100,7 @@ class Graph:
                 )
             )
         outputs = output_pieces(self.dsk, token, merges, groups, sizes)
-        meta = positional_meta(self.df._meta) if self.ignore_index else self.df._meta
-        return as_collection(self.df, self.dsk, meta, divisions, outputs, token)
+        return as_collection(self.df, self.dsk, self.df._meta, divisions, outputs, token, self.ignore_index)
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
@@ -144,26 +143,23 @@ def output_pieces(dsk: dict, token: str, merges, groups, sizes, piece=F.piece) -
     return outputs
 
 
-def as_collection(df, dsk: dict, meta, divisions, keys, token: str):
+def as_collection(df, dsk: dict, meta, divisions, keys, token: str, ignore_index: bool = False):
     """A dask dataframe named ``SORTED-token`` whose partitions are the tasks ``keys`` of ``dsk``
     (which reads ``df``'s): those named ``(SORTED-token, t)`` (:func:`output_pieces`) are its
     partitions as they are, the others' results are taken by an alias each. No task more: dask's
     ``from_delayed`` added two a partition (1,024 more at 512 partitions, 0.6 s on one worker),
     and ``from_graph`` hashes the input's graph to name the result (which costs the data of a
-    persisted input and fails on a loader dask cannot hash); this result is named by ``token``."""
+    persisted input and fails on a loader dask cannot hash); this result is named by ``token``.
+    ``ignore_index``: the partitions are indexed by their rows' positions, and so is the meta (a
+    range, unnamed: pandas' ``sort_values(ignore_index=True)`` drops the name)."""
     from dask.highlevelgraph import HighLevelGraph
 
     from .named_frame import collection
 
     layer = T.name(T.SORTED, token)
     graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
+    meta = meta.reset_index(drop=True) if ignore_index else meta
     return collection(graph, meta, divisions or (None,) * (len(keys) + 1), keys, layer)
-
-
-def positional_meta(meta):
-    """The meta of a result indexed by its rows' positions (``ignore_index``): its index a range,
-    unnamed, as the partitions' (pandas' ``sort_values(ignore_index=True)`` drops the name)."""
-    return meta.reset_index(drop=True)
 
 
 def nonempty_cuts(cut):
