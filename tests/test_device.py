@@ -1,6 +1,8 @@
 """dsort.engine.device on a machine without CuPy's GPU: the array module of NumPy arrays, no GPUs,
 host copies that own their memory (the GPU paths run in tests/test_gpu_kernels.py on a device)."""
 
+import time
+
 import numpy as np
 import pytest
 
@@ -51,7 +53,7 @@ def fake_locks(monkeypatch):
             raise Refused("already locked")  # as CUDA refuses pages locked twice
         locked[ptr] = ptr + nbytes
 
-    rt = types.SimpleNamespace(CUDARuntimeError=Refused, getLastError=lambda: None, hostRegister=register, hostUnregister=locked.pop)
+    rt = types.SimpleNamespace(CUDARuntimeError=Refused, hostRegister=register, hostUnregister=locked.pop)
     cupy = types.ModuleType("cupy")
     cupy.cuda = types.SimpleNamespace(runtime=rt)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
@@ -89,3 +91,69 @@ def test_page_locks_never_cover_another_copys_pageable_bytes(fake_locks):
             if case in ("adjacent", "same"):  # nothing to refuse: both are locked (the same lock, shared)
                 assert span_b is not None, case
         assert fake_locks == {}, case  # every lock released by its last user
+
+
+class _CUDARuntimeError(RuntimeError):
+    def __init__(self, status, name):
+        super().__init__(f"{name}: ...")
+        self.status = status
+
+
+def _fake_peer_runtime(monkeypatch, enabled_before=(), too_many=()):
+    """A CuPy whose runtime enables peer access as CUDA does: per (current device, peer), once; a
+    second enable fails with cudaErrorPeerAccessAlreadyEnabled (704), a refused one with
+    cudaErrorTooManyPeers (711). Every enable call is counted, and a barrier makes the threads
+    of a test enter together."""
+    import sys
+    import threading
+    import types
+
+    current = threading.local()
+    enabled = set(enabled_before)
+    calls = []
+
+    class Device:
+        def __init__(self, d):
+            self.d = d
+
+        def __enter__(self):
+            self.was = getattr(current, "d", 0)
+            current.d = self.d
+
+        def __exit__(self, *exc):
+            current.d = self.was
+
+    def enable(peer):
+        pair = (getattr(current, "d", 0), peer)
+        calls.append(pair)
+        time.sleep(0.01)  # widen the race
+        if pair in too_many:
+            raise _CUDARuntimeError(711, "cudaErrorTooManyPeers")
+        if pair in enabled:
+            raise _CUDARuntimeError(704, "cudaErrorPeerAccessAlreadyEnabled")
+        enabled.add(pair)
+
+    rt = types.SimpleNamespace(CUDARuntimeError=_CUDARuntimeError, deviceCanAccessPeer=lambda d, p: 1, deviceEnablePeerAccess=enable)
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(runtime=rt, Device=Device)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(device, "_peers", {})
+    return calls
+
+
+def test_peer_access_is_enabled_once_per_pair_from_many_threads(monkeypatch):
+    from concurrent.futures import ThreadPoolExecutor
+
+    calls = _fake_peer_runtime(monkeypatch)
+    pairs = [(d, s) for d in range(4) for s in range(4)] * 8
+    with ThreadPoolExecutor(16) as pool:
+        got = list(pool.map(lambda p: device.peer_access(*p), pairs))
+    assert all(got)
+    assert sorted(calls) == sorted({(d, s) for d, s in pairs if d != s})  # once each, none for a GPU and itself
+
+
+def test_peer_access_enabled_by_another_library_is_a_yes_and_too_many_peers_a_no(monkeypatch):
+    calls = _fake_peer_runtime(monkeypatch, enabled_before={(0, 1)}, too_many={(0, 2)})
+    assert device.peer_access(0, 1) and device.peer_access(0, 1)
+    assert not device.peer_access(0, 2) and not device.peer_access(0, 2)
+    assert calls == [(0, 1), (0, 2)]

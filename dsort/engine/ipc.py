@@ -103,9 +103,7 @@ def share(x):
         try:
             mem = cupy.cuda.memory.Memory(x.nbytes)
         except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
-            with contextlib.suppress(Exception):
-                cupy.cuda.runtime.getLastError()  # a refused allocation is no error of later calls
-            return None
+            return None  # CuPy cleared CUDA's last error as it raised: no error of later calls
         own = cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0))
         own[...] = x
         cupy.cuda.get_current_stream().synchronize()  # the copy is whole before any reader opens it
