@@ -309,7 +309,9 @@ def _cluster_options(p, embedded_only=False):
         const=False,
         help="sort on the GPUs even an input too small to pay for them (default: inputs under dsort.file-sort.gpu-min-input go to the CPU)",
     )
-    g.add_argument("--n-workers", type=_positive, help="workers: GPUs to use (default: all visible), or CPU workers")
+    g.add_argument(
+        "--n-workers", type=_positive, help="workers: GPUs to use (default: one, dsort.file-sort.input-per-extra-gpu), or CPU workers"
+    )
     g.add_argument("--threads-per-worker", type=_positive, help="threads per worker")
     g.add_argument(
         "--memory-limit", type=_size, default="auto", help="host memory per worker, e.g. 2GB or 0.5 (default: auto, 60%% of what is free)"

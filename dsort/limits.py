@@ -44,10 +44,27 @@ def cpu_threads(n_workers=None, threads_per_worker=None) -> int:
     return workers * max(1, cpus // workers) if n_workers else cpus
 
 
-def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None) -> Resources:
+def default_gpus(visible: int, nbytes: int | None) -> int:
+    """How many of the ``visible`` GPUs an embedded sort of ``nbytes`` of input takes when the
+    user names no count: one, and one more for each ``dsort.file-sort.input-per-extra-gpu`` of
+    input (0: one at any size). Data in files and host memory is bounded by the host (its
+    memory bandwidth, the disk): a second GPU adds a worker's threads, its copies and an
+    exchange between GPUs, and must be measured to win before the default takes it (BENCHMARKS.md
+    section 7). ``--n-workers N`` takes N GPUs whatever the size."""
+    per = config.nbytes("file-sort.input-per-extra-gpu")
+    if not visible:
+        return 0
+    if per <= 0 or nbytes is None:
+        return 1
+    return min(visible, 1 + int(nbytes) // per)
+
+
+def resources(
+    *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None, nbytes=None
+) -> Resources:
     """The embedded executor's threads, GPUs and budgets from dask's cluster options. ``cpu``:
     True for CPU workers, False for the GPUs (an error where none is visible), None for the GPUs
-    where any is visible."""
+    where any is visible: ``n_workers`` of them, else :func:`default_gpus` for ``nbytes`` of input."""
     from .engine import device as dev
 
     cpus = os.cpu_count() or 1
@@ -61,7 +78,7 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
         raise LimitError(
             f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; pass --cpu for CPU workers"
         )
-    gpus = tuple(range(n_workers if n_workers else visible)) if visible else ()
+    gpus = tuple(range(n_workers if n_workers else default_gpus(visible, nbytes))) if visible else ()
     workers = n_workers or (len(gpus) or 1)
     if threads_per_worker:
         threads = workers * threads_per_worker
@@ -82,6 +99,8 @@ def resources(*, n_workers=None, threads_per_worker=None, memory_limit="auto", d
         parse_size(device_memory_limit, 1, "--device-memory-limit")
     where = f"{threads} threads"
     where += f" on {len(gpus)} GPU(s), device memory {fmt_bytes(device_budget)} each" if gpus else " on the CPU"
+    if gpus and not n_workers and visible > len(gpus):
+        where += f" ({visible} visible: --n-workers {visible} for all)"
     where += f", host memory {fmt_bytes(host)}"
     return Resources(threads, host, gpus, device_budget, where)
 

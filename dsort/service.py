@@ -235,6 +235,7 @@ def _sort_fixed(
             memory_limit=memory_limit,
             device_memory_limit=device_memory_limit,
             cpu=cpu,
+            nbytes=nbytes,
         )
         if small:
             res.described += f" (under dsort.file-sort.gpu-min-input, {config.get('file-sort.gpu-min-input')}: --gpu for the GPUs)"

@@ -92,3 +92,41 @@ def test_the_report_says_where_the_time_went():
         "runs: 2 on disk",
     ]
     assert r.throughput == 50_000.0
+
+
+@pytest.mark.parametrize(
+    "per, nbytes, visible, expected",
+    [
+        (0, 10**12, 4, 1),  # the default: one GPU at any size
+        (0, 10**6, 0, 0),  # no GPU: none
+        ("1GB", 10**8, 4, 1),  # under one step: one
+        ("1GB", 10**9, 4, 2),  # each whole step of input: one more
+        ("1GB", 3 * 10**9 + 1, 4, 4),
+        ("1GB", 10**11, 4, 4),  # never more than are visible
+        ("1GB", None, 4, 1),  # size unknown: one
+    ],
+)
+def test_an_embedded_sort_takes_one_gpu_unless_its_input_pays_for_more(monkeypatch, per, nbytes, visible, expected):
+    from dsort import limits
+
+    with dask.config.set({"dsort.file-sort.input-per-extra-gpu": per}):
+        assert limits.default_gpus(visible, nbytes) == expected
+
+
+def test_the_gpus_of_an_embedded_sort_by_default_and_as_named(monkeypatch):
+    import sys
+    import types
+
+    from dsort import limits
+
+    cupy = types.ModuleType("cupy")
+    cupy.cuda = types.SimpleNamespace(Device=lambda d: types.SimpleNamespace(mem_info=(60 << 30, 80 << 30)))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr("dsort.engine.device.gpu_count", lambda: 4)
+    assert limits.resources(nbytes=10**10).gpus == (0,)
+    assert "4 visible: --n-workers 4 for all" in limits.resources(nbytes=10**10).described
+    assert limits.resources(n_workers=3, nbytes=10**10).gpus == (0, 1, 2)
+    with dask.config.set({"dsort.file-sort.input-per-extra-gpu": "4GB"}):
+        assert limits.resources(nbytes=10**10).gpus == (0, 1, 2)
+    with pytest.raises(LimitError, match="--n-workers 5"):
+        limits.resources(n_workers=5)
