@@ -21,9 +21,10 @@ pickled rows too: :func:`frame_group_merge`).
 
 Each task holds about three runs' worth of rows (``dsort.scale.external-run`` each, or a chunk), so ``da.store`` / ``to_npy_stack`` of the
 result runs in memory bounded by the chunk size and the run store's budget, whatever the array's
-size. On a multi-process cluster the runs are files only (every worker reads any slice), in a
-directory all workers see (``local_directory``: dask's ``temporary-directory``, else the system's
-temporary directory, which on one machine they share).
+size. On a multi-process cluster the runs are files only, in a directory all workers of one machine see
+(``local_directory``: dask's ``temporary-directory``, else the system's temporary directory); on
+workers of several hosts each keeps its runs in its own dask local directory, and a merge asks the
+worker that holds a run for its slices (hosts share no directory).
 """
 
 from __future__ import annotations
@@ -213,6 +214,9 @@ def output_tasks(merges, outputs, host: bool, sizes, groups) -> dict:
     return dsk
 
 
+LOCAL_SCHEDULERS = ("threads", "threading", "sync", "synchronous", "single-threaded", "processes", "multiprocessing")
+
+
 def where_it_runs() -> tuple[bool, int]:
     """``(one process, bytes of memory)``: whether the graph will run in this process (dask's
     threaded or synchronous scheduler; runs may then stay in its memory), and the memory there
@@ -240,7 +244,7 @@ def one_host() -> bool:
     that all share one host (so every worker can read a file any other wrote)."""
     import dask
 
-    if dask.config.get("scheduler", None) in ("threads", "threading", "sync", "synchronous", "single-threaded", "processes"):
+    if dask.config.get("scheduler", None) in LOCAL_SCHEDULERS:
         return True
     try:
         from distributed import default_client
@@ -249,6 +253,22 @@ def one_host() -> bool:
     except (ImportError, ValueError):
         return True
     return len({w.get("host") for w in workers}) <= 1
+
+
+def gpu_workers_of_one_host() -> bool:
+    """Whether the graph runs on two or more distributed workers, all of one host: there runs
+    kept on the GPUs are read across the worker processes through CUDA IPC, GPU to GPU."""
+    import dask
+
+    if dask.config.get("scheduler", None) in LOCAL_SCHEDULERS:
+        return False
+    try:
+        from distributed import default_client
+
+        workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+    except (ImportError, ValueError):
+        return False
+    return len(workers) > 1 and len({w.get("host") for w in workers}) == 1
 
 
 def store_config(
@@ -269,8 +289,11 @@ def store_config(
     R.remove_leftovers(base, PREFIX)
     directory = str(base / f"{PREFIX}-{os.getpid()}-{token[:16]}")
     atexit.register(R.drop, token, directory)
-    shared = float(config.get("runs.shared-gpu-fraction")) if gpu and one_host() else 0.0
-    return R.StoreConfig(token, directory, row_bytes, host_budget, 0, shared_fraction=shared, shared_budget=gpu_budget)
+    here = one_host()
+    shared = float(config.get("runs.shared-gpu-fraction")) if gpu and here else 0.0
+    # workers on several hosts share no directory: each keeps its runs on its own disk (its dask
+    # local directory), and a merge asks the worker that holds a run for its slices
+    return R.StoreConfig(token, directory, row_bytes, host_budget, 0, local=not here, shared_fraction=shared, shared_budget=gpu_budget)
 
 
 # -- dataframes -------------------------------------------------------------------------------------
@@ -301,8 +324,11 @@ class FrameJob(F.FirstPass):
     first_piece: int = 0
 
 
-def _rows_path(job: FrameJob, p: int) -> str:
-    return os.path.join(job.store.directory, f"frame-{p:06d}.pickles")
+def _rows_path(job: FrameJob, p: int, run=None) -> str:
+    """Run (or piece) ``p``'s pickled rows: beside its keys' file where it has one (on the disk
+    of the worker that made it), else in this process's store directory."""
+    where = os.path.dirname(run.path) if run is not None and run.path else R.store(job.store).directory
+    return os.path.join(where, f"frame-{p:06d}.pickles")
 
 
 def frame_run(job: FrameJob, p: int, *parts) -> tuple:
@@ -319,7 +345,7 @@ def _write_rows(job: FrameJob, p: int, frame) -> None:
     each), the blocks' byte offsets and their count and rows last."""
     import pickle
 
-    os.makedirs(job.store.directory, exist_ok=True)
+    os.makedirs(R.store(job.store).directory, exist_ok=True)
     block = block_rows(len(frame), len(job.starts))
     offsets = [0]
     with open(_rows_path(job, p), "wb") as f:
@@ -361,8 +387,8 @@ def _read_rows(path: str, lo: int, hi: int):
 def _run_rows(job: FrameJob, run, lo: int, hi: int):
     """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
     if not isinstance(run, R.Chain):
-        return _read_rows(_rows_path(job, run.index), lo, hi)
-    return FC.concat([_read_rows(_rows_path(job, p.index), a, b) for p, a, b in run.spans(lo, hi)])
+        return R.read_where_it_is(run, _rows_path(job, run.index, run), _read_rows, lo, hi)
+    return FC.concat([R.read_where_it_is(p, _rows_path(job, p.index, p), _read_rows, a, b) for p, a, b in run.spans(lo, hi)])
 
 
 def frame_cuts(job: FrameJob, *made):

@@ -617,6 +617,22 @@ def this_worker():
         return None
 
 
+def read_where_it_is(run: Run, path: str, read, *args):
+    """``read(path, *args)`` of a file that lies beside ``run`` (a frame's pickled rows): here
+    where the file is visible, else by a task pinned to the worker whose disk holds the run (on a
+    cluster of hosts that share nothing), this task seceded meanwhile. A worker gone fails with an
+    OSError that names it."""
+    if os.path.exists(path) or not run.worker:
+        return read(path, *args)
+    from distributed import worker_client
+
+    with seceded(), worker_client() as client:
+        if run.worker not in client.scheduler_info()["workers"]:
+            raise OSError(f"{path} was on worker {run.worker}, which is gone")
+        key = f"dsort-slices-{run.job}-{uuid.uuid4().hex}"
+        return client.submit(read, path, *args, workers=[run.worker], allow_other_workers=False, key=key).result()
+
+
 def read_slices(config: StoreConfig, items) -> list:
     """Rows ``[lo, hi)`` of each ``(run, lo, hi)``, read by the worker whose disk holds the runs
     (a task pinned there)."""
