@@ -343,3 +343,20 @@ def test_gpu_sort_by_key_records(strategy, rng, cuda_client):
     got_k, got_v = cuda_client.compute([sk, sv], sync=True)
     order = np.argsort(keys.view("S10").ravel(), kind="stable")  # NumPy orders S10 as memcmp
     assert np.array_equal(cupy.asnumpy(got_k), keys[order]) and np.array_equal(cupy.asnumpy(got_v), values[order])
+
+
+@pytest.mark.parametrize("workers, device, expected", [(2, "gpu", "external"), (1, "gpu", "auto"), (2, None, "auto")])
+def test_auto_takes_the_external_sort_for_gpus_of_several_workers_of_one_host(workers, device, expected):
+    """Keys sorted on the GPUs of several worker processes of one host: the runs stay on their
+    GPUs and the merges read them through CUDA IPC (the in-memory graph would move them through
+    host memory and TCP); one worker, or CPU keys, keep the in-memory graph's own choice."""
+    distributed = pytest.importorskip("distributed")
+    from dsort.collections.array import _options
+
+    x = da.arange(1000, chunks=100)
+    with (
+        distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        assert _options(x, None, "last", "auto", device, None, "auto")["strategy"] == expected
+    assert _options(x, None, "last", "auto", device, None, "auto")["strategy"] == "auto"  # no cluster: this process

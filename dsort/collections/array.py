@@ -67,11 +67,17 @@ def sort_by_key(
 
 
 def _options(keys, values, na_position, strategy, device, local_directory, memory_limit) -> dict:
-    """Checked options, and the strategy ``"auto"`` stands for: ``"external"`` for NumPy chunks
-    bigger than a quarter of the memory the sort runs in (keys, values and their sorted copies
-    would not fit), else the in-memory graph's own choice."""
+    """Checked options, and the strategy ``"auto"`` stands for: ``"external"`` for keys sorted on
+    the GPUs of several worker processes of one host (the runs stay on their GPUs and the merges
+    copy their slices GPU to GPU through CUDA IPC, where the in-memory graph moves them between
+    workers through host memory and TCP: BENCHMARKS.md section 7), and for NumPy chunks bigger
+    than a quarter of the memory the sort runs in (keys, values and their sorted copies would not
+    fit); else the in-memory graph's own choice."""
     check_options(strategy, device, na_position)
     one_process, memory = external.where_it_runs()
+    on_gpus = device == "gpu" or type(keys._meta).__module__.split(".")[0] == "cupy"
+    if strategy == "auto" and on_gpus and external.gpu_workers_of_one_host():
+        strategy = "external"
     if strategy == "auto" and isinstance(keys._meta, np.ndarray):
         nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))
         if nbytes > memory // 4:
