@@ -38,7 +38,7 @@ import dsort
 
 def _level(key):
     """The merge round of a dsort task key: ``(name, level, ...)``; 0 for a multiway merge."""
-    if isinstance(key, str):
+    if isinstance(key, str) and key.startswith("("):  # a stringified tuple key; a plain name (an external sort's cuts) is level 0
         key = ast.literal_eval(key)
     return int(key[1]) if isinstance(key, tuple) and len(key) > 2 else 0
 
