@@ -147,7 +147,10 @@ def main(argv=None):
     for r in rows:
         if base and r["median s"]:
             r["vs 1 GPU"] = f"{base / r['median s']:.2f}x"
-    shutil.rmtree(work, ignore_errors=True) if not args.dir else dst.unlink(missing_ok=True)
+    if args.dir:
+        dst.unlink(missing_ok=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
     write_json(args.json, rows, benchmark="gpus", records=n, visible=visible)
     print()
     print(f"{n:,} records, {visible} GPU(s) visible, {os.cpu_count()} CPUs")

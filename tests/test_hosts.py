@@ -52,6 +52,13 @@ class Hosts:
         self.bridge = f"{self.tag}-br"
         self.hosts = {name: f"{self.tag}-{name}" for name in names}
         self.procs: list[subprocess.Popen] = []
+        try:
+            self._link()
+        except BaseException:
+            self.close()  # what was made before the failure goes too
+            raise
+
+    def _link(self):
         _ip("netns", "add", self.bridge)
         _ip("-n", self.bridge, "link", "add", "br0", "type", "bridge")
         _ip("-n", self.bridge, "link", "set", "br0", "up")
