@@ -359,4 +359,5 @@ def test_auto_takes_the_external_sort_for_gpus_of_several_workers_of_one_host(wo
         distributed.Client(cluster),
     ):
         assert _options(x, None, "last", "auto", device, None, "auto")["strategy"] == expected
-    assert _options(x, None, "last", "auto", device, None, "auto")["strategy"] == "auto"  # no cluster: this process
+    with dask.config.set(scheduler="threads"):  # dask's local scheduler: this process
+        assert _options(x, None, "last", "auto", device, None, "auto")["strategy"] == "auto"

@@ -1,7 +1,7 @@
 """Hosts that share nothing, on one machine: a scheduler and two CPU workers, each in a network
 namespace of its own (reached only over its veth link to a bridge in a namespace of the test's)
-and a mount namespace of its own (its own /tmp and /dev/shm: no path, no shared memory, no run
-file seen by another). Arrays and frames, in memory and external, and set_index, sorted there equal
+and a mount namespace of its own (its own temporary directory and /dev/shm: no run file, no shared
+memory seen by another). Arrays and frames, in memory and external, and set_index, sorted there equal
 NumPy's and pandas' stable sorts; a whole worker host lost (every process of its namespace
 killed) while the merges of an external frame sort run still gives the right frame.
 
@@ -47,7 +47,9 @@ def _can_make_namespaces() -> str | None:
 class Hosts:
     """A bridge namespace and one namespace a host, each host with address SUBNET.(i + 1)."""
 
-    def __init__(self, names):
+    def __init__(self, names, scratch: Path):
+        self.scratch = scratch  # every host's own temporary directory (an empty mount point here)
+        scratch.mkdir(parents=True, exist_ok=True)
         self.tag = f"ds{os.getpid()}"
         self.bridge = f"{self.tag}-br"
         self.hosts = {name: f"{self.tag}-{name}" for name in names}
@@ -75,9 +77,12 @@ class Hosts:
 
     def start(self, name, argv, log: Path, **popen) -> subprocess.Popen:
         """``argv`` on host ``name``: its network namespace, and a mount namespace of its own with
-        a private /tmp and /dev/shm."""
-        private = 'mount -t tmpfs tmpfs /tmp && mount -t tmpfs tmpfs /dev/shm && exec "$@"'
+        a private /dev/shm and a private temporary directory: a tmpfs of its own at ``self.scratch``,
+        the same path on every host (as /tmp is), ``TMPDIR`` there. Not /tmp itself: the
+        project and its Python may lie under it (a clone in /tmp)."""
+        private = 'mount -t tmpfs tmpfs "$TMPDIR" && mount -t tmpfs tmpfs /dev/shm && exec "$@"'
         cmd = ["ip", "netns", "exec", self.hosts[name], "unshare", "-m", "--propagation", "private", "sh", "-c", private, "sh", *argv]
+        popen["env"] = dict(popen.get("env") or os.environ, TMPDIR=str(self.scratch))
         out = open(log, "w")
         p = subprocess.Popen(cmd, stdout=popen.pop("stdout", out), stderr=out, start_new_session=True, **popen)
         self.procs.append(p)
@@ -130,7 +135,7 @@ def test_sorts_across_hosts_that_share_nothing(tmp_path):
     why = _can_make_namespaces()
     if why:
         pytest.skip(why)
-    hosts = Hosts(["sched", "w1", "w2"])
+    hosts = Hosts(["sched", "w1", "w2"], tmp_path / "scratch")
     try:
         py = sys.executable
         env = dict(os.environ, PYTHONPATH=str(HERE.parent), DASK_DISTRIBUTED__WORKER__DAEMON="False")
@@ -157,7 +162,7 @@ def test_sorts_across_hosts_that_share_nothing(tmp_path):
                     "--no-nanny",
                     "--no-dashboard",
                     "--local-directory",
-                    "/tmp",
+                    str(hosts.scratch),
                     "--memory-limit",
                     "3GB",
                 ],
