@@ -30,6 +30,7 @@ from dask.array.utils import meta_from_array
 
 from .. import engine as engines
 from ..engine import keys as K
+from ..engine.device import is_device_array
 from . import external
 from .graph import check_options, sort_graph
 
@@ -75,7 +76,7 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
     fit); else the in-memory graph's own choice."""
     check_options(strategy, device, na_position)
     one_process, memory = external.where_it_runs()
-    on_gpus = device == "gpu" or type(keys._meta).__module__.split(".")[0] == "cupy"
+    on_gpus = device == "gpu" or is_device_array(keys._meta)
     if strategy == "auto" and on_gpus and external.gpu_workers_of_one_host():
         strategy = "external"
     if strategy == "auto" and isinstance(keys._meta, np.ndarray):

@@ -217,6 +217,21 @@ def output_tasks(merges, outputs, host: bool, sizes, groups) -> dict:
 LOCAL_SCHEDULERS = ("threads", "threading", "sync", "synchronous", "single-threaded", "processes", "multiprocessing")
 
 
+def _distributed_workers() -> list | None:
+    """The distributed workers the graph will run on (every one: dask's ``scheduler_info`` names
+    only five unless asked), or None where a local scheduler (or no client) runs it."""
+    import dask
+
+    if dask.config.get("scheduler", None) in LOCAL_SCHEDULERS:
+        return None
+    try:
+        from distributed import default_client
+
+        return list(default_client().scheduler_info(n_workers=-1)["workers"].values())
+    except (ImportError, ValueError):
+        return None
+
+
 def where_it_runs() -> tuple[bool, int]:
     """``(one process, bytes of memory)``: whether the graph will run in this process (dask's
     threaded or synchronous scheduler; runs may then stay in its memory), and the memory there
@@ -225,16 +240,10 @@ def where_it_runs() -> tuple[bool, int]:
     import psutil
 
     available = psutil.virtual_memory().available
-    scheduler = dask.config.get("scheduler", None)
-    if scheduler in ("threads", "threading", "sync", "synchronous", "single-threaded"):
-        return True, available
-    if scheduler in ("processes", "multiprocessing"):
+    if dask.config.get("scheduler", None) in ("processes", "multiprocessing"):
         return False, available
-    try:
-        from distributed import default_client
-
-        workers = default_client().scheduler_info()["workers"].values()
-    except (ImportError, ValueError):
+    workers = _distributed_workers()
+    if workers is None:
         return True, available
     return False, sum(w.get("memory_limit") or available for w in workers) or available
 
@@ -242,33 +251,15 @@ def where_it_runs() -> tuple[bool, int]:
 def one_host() -> bool:
     """Whether the graph will run on this one machine: a local scheduler, or distributed workers
     that all share one host (so every worker can read a file any other wrote)."""
-    import dask
-
-    if dask.config.get("scheduler", None) in LOCAL_SCHEDULERS:
-        return True
-    try:
-        from distributed import default_client
-
-        workers = default_client().scheduler_info()["workers"].values()
-    except (ImportError, ValueError):
-        return True
-    return len({w.get("host") for w in workers}) <= 1
+    workers = _distributed_workers()
+    return workers is None or len({w.get("host") for w in workers}) <= 1
 
 
 def gpu_workers_of_one_host() -> bool:
     """Whether the graph runs on two or more distributed workers, all of one host: there runs
     kept on the GPUs are read across the worker processes through CUDA IPC, GPU to GPU."""
-    import dask
-
-    if dask.config.get("scheduler", None) in LOCAL_SCHEDULERS:
-        return False
-    try:
-        from distributed import default_client
-
-        workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
-    except (ImportError, ValueError):
-        return False
-    return len(workers) > 1 and len({w.get("host") for w in workers}) == 1
+    workers = _distributed_workers()
+    return workers is not None and len(workers) > 1 and len({w.get("host") for w in workers}) == 1
 
 
 def store_config(
