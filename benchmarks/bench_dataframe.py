@@ -61,7 +61,11 @@ def main() -> None:
     p.add_argument("--cpu-threads", type=int, default=4)
     p.add_argument("--gpu-threads", type=int, default=8)
     p.add_argument("--cpu-cases", default="dask,dsort", help="the GPU case's CPU peers: dask, dsort, both or none ('')")
-    p.add_argument("--gpu-strategies", default="auto", help="the GPU case's strategies, comma separated (auto, memory, external; '': none)")
+    p.add_argument(
+        "--gpu-strategies",
+        default="auto",
+        help="the GPU case's strategies, (auto, memory, external, floor: the input's tasks alone; '': none)",
+    )
     p.add_argument("--per-gpu", type=int, default=1, help="worker processes per GPU (more than 1: a LocalCluster of them)")
     p.add_argument("--cudf", action="store_true", help="GPU case: the same rows as dask-cudf frames too (dask-cudf's sorts beside dsort's)")
     p.add_argument("--cudf-cases", default="default,tasks,dsort", help="with --cudf: of default, tasks, dsort, memory")
@@ -344,9 +348,16 @@ def gpu_case(a) -> None:
                 df = frame()
                 workers = f"{gpus} GPUs x {a.per_gpu} processes x {a.gpu_threads} threads" + (f", rmm {a.rmm}" if a.rmm != "none" else "")
                 for strategy in [s for s in a.gpu_strategies.split(",") if s]:
-                    case = "dsort device='gpu'" + ("" if strategy == "auto" else f" {strategy}")
-                    fn = lambda i, s=strategy: sort_values(fresh(df, i), "k", device="gpu", strategy=s)  # noqa: E731
-                    t = _timed(fn, a.repeat, lambda out: _check(out, expected), a.timeline and case, client)
+                    if strategy == "floor":  # the input's own tasks, which any sort of it runs first (unsorted: not checked)
+                        case, check = "floor: the input's tasks alone", lambda out: None
+                        fn = lambda i: fresh(df, i)  # noqa: E731
+                    else:
+                        case, check = (
+                            "dsort device='gpu'" + ("" if strategy == "auto" else f" {strategy}"),
+                            lambda out: _check(out, expected),
+                        )
+                        fn = lambda i, s=strategy: sort_values(fresh(df, i), "k", device="gpu", strategy=s)  # noqa: E731
+                    t = _timed(fn, a.repeat, check, a.timeline and case, client)
                     rows.append({"case": case, "workers": workers, "median s": t})
                 if a.cudf:  # the same rows as cudf partitions on the GPUs: dask-cudf's own sorts, and dsort's
                     gdf = df.to_backend("cudf")

@@ -372,6 +372,39 @@ def test_fixed_width_frames_go_through_the_run_store(rng, tmp_path, device, inde
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
+@pytest.mark.parametrize("index", ["permuted", "range", "mixed"])
+def test_many_partitions_of_a_gpu_run_are_copied_there_at_once(rng, tmp_path, index):
+    """All partitions in one run (``runs-per-thread`` 0): each column of them joined as it is
+    copied to the GPU (over 4 MiB: through the staging pieces), a range index made there where
+    every partition's is a range; the same as pandas, empty partitions too."""
+    n, parts = 900_001, 11
+    df = pd.DataFrame(
+        {
+            "k": rng.integers(0, 1000, n),
+            "f": rng.choice([np.nan, 1.0, -2.5, np.inf], n),
+            "t": pd.to_datetime(rng.integers(0, 5, n), unit="D"),
+        },
+        index=pd.Index(rng.permutation(n), name="ix") if index == "permuted" else pd.RangeIndex(0, n, name="ix"),
+    )
+    ddf = dd.from_pandas(df, npartitions=parts, sort=False)
+
+    def change(p, partition_info=None):
+        i = partition_info["number"]
+        if i in (1, 4):
+            return p.iloc[:0]
+        return p.set_axis(pd.Index(p.index.to_numpy(), name="ix"), axis=0) if index == "mixed" and i == 7 else p
+
+    ddf = ddf.map_partitions(change, meta=ddf._meta)
+    df = ddf.compute(scheduler="sync")
+    with dask.config.set({"dsort.scale.runs-per-thread": 0}):
+        out = sort_values(ddf, ["f", "k"], ascending=[False, True], strategy="external", local_directory=tmp_path, device="gpu")
+        assert len([k for k in out.__dask_graph__() if isinstance(k, tuple) and k[0].startswith("dsort-run-")]) == 1
+        got = out.compute(scheduler="threads")
+    pd.testing.assert_frame_equal(got, reference(df, ["f", "k"], [False, True]))
+
+
 def test_divisions_stay_monotonic_with_more_partitions_than_rows():
     ddf = dd.from_pandas(pd.DataFrame({"a": [3, 1, 2]}), npartitions=1)
     out = sort_values(ddf, "a", divisions=True, npartitions=5)

@@ -157,3 +157,32 @@ def test_peer_access_enabled_by_another_library_is_a_yes_and_too_many_peers_a_no
     assert device.peer_access(0, 1) and device.peer_access(0, 1)
     assert not device.peer_access(0, 2) and not device.peer_access(0, 2)
     assert calls == [(0, 1), (0, 2)]
+
+
+@pytest.mark.parametrize("sizes", [[0], [5, 0, 7], [1, 1, 1], [1000, 3, 0, 4093, 1], [0, 0]])
+@pytest.mark.parametrize("piece", [1, 8, 4096, 1 << 20])
+def test_joined_fill_writes_the_arrays_bytes_one_after_the_other(sizes, piece):
+    rng = np.random.default_rng(sum(sizes) + piece)
+    arrays = [rng.integers(-(2**40), 2**40, n) for n in sizes]
+    nbytes, fill = device.joined_fill(arrays)
+    want = np.concatenate(arrays).view(np.uint8)
+    assert nbytes == want.size
+    got = np.full(nbytes, 0xAB, np.uint8)
+    for off in range(0, nbytes, piece):  # as upload fills its staging pieces
+        buf = np.full(min(piece, nbytes - off), 0xCD, np.uint8)
+        fill(buf, off)
+        got[off : off + len(buf)] = buf
+    np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not device.has_gpu(), reason="no CUDA device")
+@pytest.mark.parametrize("sizes", [[3], [5, 0, 7], [1_300_001, 0, 700_003, 2_500_000], [17] * 600])
+def test_host_arrays_joined_on_the_gpu_are_their_concatenation(sizes):
+    rng = np.random.default_rng(len(sizes))
+    arrays = [rng.integers(-(2**62), 2**62, n) for n in sizes]
+    got = device.from_host_joined(arrays)
+    assert device.is_device_array(got) and got.dtype == np.int64
+    np.testing.assert_array_equal(got.get(), np.concatenate(arrays))
+    with pytest.raises(TypeError, match="one dtype"):
+        device.from_host_joined([arrays[0], arrays[0].astype(np.int32)])

@@ -565,16 +565,18 @@ def _device_rows(job: FixedFrameJob, parts, watch: F.Stopwatch):
     from ..core.frame_keys import write_number_keys
 
     kinds = [np.dtype(d).kind for d in job.codec.dtypes]
-    each = []
-    for part in parts:
-        if job.cudf:  # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this thread's then waits for
-            each.append(dev.after_default_stream(job.codec.gpu_columns, part))
-        else:  # CuPy has no datetimes; a range index is made there, not copied
-            columns = job.codec.columns(part, index=not _range_index_made(job, part))
-            each.append([chunk.on_gpu(x.view(np.int64) if k in "mM" else x) for x, k in zip(columns, kinds)])
-            if len(columns) < len(kinds):
-                each[-1].append(cupy.arange(part.index.start, part.index.stop, part.index.step, dtype=job.codec.dtypes[-1]))
-    columns = each[0] if len(each) == 1 else [cupy.concatenate(c) for c in zip(*each)]
+    if job.cudf:  # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this thread's then waits for
+        each = [dev.after_default_stream(job.codec.gpu_columns, part) for part in parts]
+        columns = each[0] if len(each) == 1 else [cupy.concatenate(c) for c in zip(*each)]
+    else:  # host columns: each column of all the parts copied at once; CuPy has no datetimes; a range index is made there
+        made = all(_range_index_made(job, part) for part in parts)
+        each = [job.codec.columns(part, index=not made) for part in parts]
+        columns = [
+            chunk.joined_on_gpu([c[i].view(np.int64) if k in "mM" else c[i] for c in each]) for i, k in enumerate(kinds[: len(each[0])])
+        ]
+        if made and len(columns) < len(kinds):
+            ranges = [cupy.arange(p.index.start, p.index.stop, p.index.step, dtype=job.codec.dtypes[-1]) for p in parts]
+            columns.append(ranges[0] if len(ranges) == 1 else cupy.concatenate(ranges))
     watch.lap("copy in")
     names = list(parts[0].columns)
     keys = [names.index(c) if c in names else len(columns) - 1 for c in job.spec.by]  # else: the index (last), by its name

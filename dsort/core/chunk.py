@@ -159,6 +159,20 @@ def on_gpu(array):
     return array
 
 
+def joined_on_gpu(arrays):
+    """Host arrays (one dtype) joined into one array on the worker's current GPU, copied once
+    (device arrays are joined there)."""
+    if not all(isinstance(a, np.ndarray) for a in arrays):
+        import cupy
+
+        return cupy.concatenate([on_gpu(a) for a in arrays])
+    from ..engine import device
+
+    if not device.has_gpu():
+        raise RuntimeError("device='gpu' needs CuPy and a GPU on the workers")
+    return device.from_host_joined(arrays)
+
+
 def _to_host(array):
     """A new NumPy array of a part's data (the sort ran on a GPU for host chunks)."""
     if isinstance(array, np.ndarray):

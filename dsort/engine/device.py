@@ -3,7 +3,8 @@
 * :func:`xp_of` – the array module of an array (NumPy or CuPy), found the same way everywhere.
 * :func:`gpu_count`, :func:`has_gpu` – the CUDA devices CuPy sees (0 where CuPy is missing).
 * :func:`from_host`, :func:`to_host` – whole arrays, page-locked in place for the copy, or through
-  reused pinned buffers while other threads copy too.
+  reused pinned buffers while other threads copy too; :func:`from_host_joined` – many host arrays
+  as one device array, copied once.
 * :class:`Staging` – reused page-locked host buffers: a stream of blocks is read from a file into
   one, copied to the device from it, and copied back into one to be written, with no new pinned
   allocation per block.
@@ -206,6 +207,44 @@ def from_host(a):
     flat = a.reshape(-1).view(np.uint8)
     out = upload(a.nbytes, lambda buf, off: np.copyto(buf, flat[off : off + len(buf)]), cupy.cuda.Device().id)
     return out.view(a.dtype).reshape(a.shape)
+
+
+def from_host_joined(arrays):
+    """The NumPy arrays ``arrays`` (one dtype, 1-d) joined into one array on the current device,
+    copied once: each piece of the staging buffers is filled from the arrays it spans, so no
+    joined copy is made on the host and the small arrays of many partitions make one transfer
+    (not one each: a synchronous copy from pageable memory under the GIL per array)."""
+    import cupy
+
+    arrays = [np.ascontiguousarray(a).reshape(-1) for a in arrays]
+    if len(arrays) == 1:
+        return from_host(arrays[0])
+    dtype = arrays[0].dtype
+    if any(a.dtype != dtype for a in arrays):
+        raise TypeError(f"from_host_joined joins arrays of one dtype, not {sorted({str(a.dtype) for a in arrays})}")
+    nbytes, fill = joined_fill(arrays)
+    if nbytes < PINNED_MIN_BYTES:
+        return cupy.asarray(np.concatenate(arrays))
+    out = upload(nbytes, fill, cupy.cuda.Device().id)
+    return out.view(dtype)
+
+
+def joined_fill(arrays):
+    """``(bytes, fill)`` of 1-d C-contiguous arrays joined: ``fill(buffer, offset)`` writes the
+    joined bytes from ``offset`` on into ``buffer`` (:func:`upload`'s source of
+    :func:`from_host_joined`)."""
+    flats = [a.view(np.uint8) for a in arrays]
+    ends = np.cumsum([0] + [len(f) for f in flats])
+
+    def fill(buf, off):
+        at, end = off, off + len(buf)
+        k = int(np.searchsorted(ends, at, side="right")) - 1
+        while at < end:
+            start, n = at - int(ends[k]), min(end, int(ends[k + 1])) - at
+            np.copyto(buf[at - off : at - off + n], flats[k][start : start + n])
+            at, k = at + n, k + 1
+
+    return int(ends[-1]), fill
 
 
 def _touch(a):
