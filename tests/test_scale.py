@@ -182,11 +182,27 @@ def test_runs_never_join_partitions_of_two_workers(rng, monkeypatch):
     assert {a for a, _ in plain} < {a for a, _ in runs} and len(runs) <= 1.5 * len(plain)  # only cut further, within the bound
 
 
+def test_tasks_beside_keys_spread_over_their_workers_not_over_the_keys():
+    """Nine keys on worker a, three on b: twelve tasks beside them go six to each worker, each
+    worker's keys taken in turn; without two known owners they spread over the keys as before."""
+    keys = [f"run-{i}" for i in range(12)]
+    owners = ["a"] * 9 + [None, "b", "b"]
+    got = scale.beside_balanced(keys, owners, 12)
+    where = [owners[keys.index(k)] for k in got]
+    assert where.count("a") == 6 and where.count("b") == 6
+    assert [k for k in got if k in keys[:9]] == keys[:6] and set(k for k in got if k in keys[10:]) == set(keys[10:])
+    assert scale.beside_balanced(keys, owners, 5) == ["run-0", "run-10", "run-1", "run-11", "run-2"]
+    plain = [tasks.beside(keys, t, 7) for t in range(7)]
+    assert scale.beside_balanced(keys, None, 7) == plain == scale.beside_balanced(keys, ["a"] * 12, 7)
+    assert scale.beside_balanced([], None, 3) == [None] * 3
+
+
 @pytest.mark.parametrize("strategy", ["external", "memory"])
 def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, strategy):
     """A frame of futures (and a partition-wise step over it) on two worker processes, its 32
-    partitions in blocks of 6, 8, 8 and 10 on one worker, then the other: every run task takes
-    partitions held by one worker (none moves for it), and the sort is pandas'."""
+    partitions in blocks of 2, 12, 2 and 16 on one worker, then the other: every run task takes
+    partitions held by one worker (none moves for it), the external sort's merges go beside runs of
+    either worker alike, and the sort is pandas'."""
     distributed = pytest.importorskip("distributed")
     n = 48_000
     df = pd.DataFrame({"k": rng.integers(0, 1_000, n), "v": np.arange(n)})
@@ -195,7 +211,7 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
         distributed.Client(cluster) as client,
     ):
         workers = sorted(client.scheduler_info()["workers"])
-        at = [workers[b % 2] for b, size in enumerate([6, 8, 8, 10]) for _ in range(size)]
+        at = [workers[b % 2] for b, size in enumerate([2, 12, 2, 16]) for _ in range(size)]
         parts = [client.scatter(df.iloc[i], workers=[w]) for i, w in zip(np.array_split(np.arange(n), 32), at)]
         ddf = dd.from_delayed(parts, meta=df.iloc[:0], verify_meta=False).persist()  # each partition where its data is
         distributed.wait(ddf)
@@ -211,5 +227,10 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
         runs = [t for k, t in graph.items() if isinstance(k, tuple) and key_split(k[0]) == phase]
         parts = {k: i for i, k in enumerate(step.__dask_keys__())}
         assert runs and all(len({owners[parts[d]] for d in t.dependencies if d in parts}) == 1 for t in runs)
+        if strategy == "external":  # the merges beside runs of either worker alike, though one holds 28 of 32 partitions
+            run_owner = {k: owners[parts[next(d for d in t.dependencies if d in parts)]] for k, t in graph.items() if t in runs}
+            merges = [t for k, t in graph.items() if isinstance(k, tuple) and key_split(k[0]) == "dsort-merge"]
+            near = [next(run_owner[d] for d in t.dependencies if d in run_owner) for t in merges]
+            assert len(merges) >= 2 and abs(near.count(workers[0]) - near.count(workers[1])) <= 1, near
         got = out.compute()
     pd.testing.assert_frame_equal(got.reset_index(drop=True), df.sort_values("k", kind="stable").reset_index(drop=True))

@@ -244,7 +244,8 @@ def sort_values_external(
     gpu_budget = config.size_or_share(device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
-    runs_at = scale.frame_runs(df.npartitions, external=True, owners=scale.partition_workers(df))
+    owners = scale.partition_workers(df)
+    runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners)
     groups = scale.merge_groups(partitions, len(runs_at))
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
@@ -278,14 +279,17 @@ def sort_values_external(
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
     chains, pieces = first_pass(dsk, job, tok, runs, functions, extra)
-    near = pieces or runs
+    # the merges beside the first pass's pieces, or spread over the workers that hold the runs
+    # (evenly however the input lies)
+    run_owners = [owners[a] for a, _ in runs_at] if owners and not pieces else None
+    near = scale.beside_balanced(pieces or runs, run_owners, len(groups))
     cut = T.name(T.CUTS, tok)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, chains or runs))
     sizes = T.name(T.SIZES, tok)
     dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
     merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
     for g, key in enumerate(merges):
-        dsk[key] = T.task_beside(key, T.beside(near, g, len(groups)), merge, job, T.ref(cut), g, *extra)
+        dsk[key] = T.task_beside(key, near[g], merge, job, T.ref(cut), g, *extra)
     piece = external.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
     outputs = output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece)
     return as_collection(df, dsk, df._meta, None, outputs, tok, ignore_index)

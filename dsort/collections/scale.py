@@ -144,6 +144,23 @@ def partition_workers(collection) -> list | None:
     return [(who.get(source[k].key) or [None])[0] if k in source else None for k in keys]
 
 
+def beside_balanced(keys, owners, n: int) -> list:
+    """For each of ``n`` tasks, the key among ``keys`` it goes beside (:func:`dsort.collections.
+    tasks.task_beside`), so that the tasks spread evenly over the workers that hold the keys
+    (``owners``: each key's worker, from :func:`partition_workers`; None where not known), not
+    over the keys: where the input lies unevenly (2^26 rows of frames on two GPUs, 55 of 64
+    partitions on one worker), merges beside the runs would load that worker as much. Task ``t``
+    goes to the ``t``-th worker in turn, beside that worker's keys in turn. Without two known
+    owners: spread over the keys (:func:`dsort.collections.tasks.beside`)."""
+    from . import tasks as T
+
+    known = [] if owners is None else list(dict.fromkeys(o for o in owners if o))
+    if len(known) < 2 or len(owners) != len(keys):
+        return [T.beside(keys, t, n) for t in range(n)]
+    mine = {w: [k for k, o in zip(keys, owners) if o == w] for w in known}
+    return [mine[known[t % len(known)]][(t // len(known)) % len(mine[known[t % len(known)]])] for t in range(n)]
+
+
 def output_groups(sizes, runs: int) -> list:
     """Output chunks of ``sizes`` rows in consecutive merge groups of about equal rows: as many as
     the runs, at least :data:`MIN_GROUPS` (see :func:`merge_groups`)."""
