@@ -145,7 +145,8 @@ def output_pieces(dsk: dict, token: str, merges, groups, sizes, piece=F.piece) -
 
 def as_collection(df, dsk: dict, meta, divisions, keys, token: str, ignore_index: bool = False):
     """A dask dataframe named ``SORTED-token`` whose partitions are the tasks ``keys`` of ``dsk``
-    (which reads ``df``'s): those named ``(SORTED-token, t)`` (:func:`output_pieces`) are its
+    (which reads ``df``'s; only the tasks the partitions need are kept, :func:`dsort.collections.
+    tasks.needed`): those named ``(SORTED-token, t)`` (:func:`output_pieces`) are its
     partitions as they are, the others' results are taken by an alias each. No task more: dask's
     ``from_delayed`` added two a partition (1,024 more at 512 partitions, 0.6 s on one worker),
     and ``from_graph`` hashes the input's graph to name the result (which costs the data of a
@@ -157,7 +158,7 @@ def as_collection(df, dsk: dict, meta, divisions, keys, token: str, ignore_index
     from .named_frame import collection
 
     layer = T.name(T.SORTED, token)
-    graph = HighLevelGraph.from_collections(layer, dsk, dependencies=[df])
+    graph = HighLevelGraph.from_collections(layer, T.needed(dsk, keys), dependencies=[df])
     meta = meta.reset_index(drop=True) if ignore_index else meta
     return collection(graph, meta, divisions or (None,) * (len(keys) + 1), keys, layer)
 

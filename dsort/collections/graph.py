@@ -186,7 +186,7 @@ def sort_graph(
         )
         dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, groups, job)
         dsk.update(external.output_tasks(merges, outputs, back_to_host, sizes, out_groups))
-        return [(HighLevelGraph.from_collections(name, dsk, dependencies=deps), name) for name, _, _ in outputs]
+        return [_collection_graph(dsk, name, deps) for name, _, _ in outputs]
     b = _Builder(token, descending, na_position, device)
     runs = b.local_sort(_first_keys(keys), value_chunks, sizes, positions, groups)
     out = plan.group_sums(sizes, [a for a, _ in out_groups])  # rows of every merge group
@@ -209,7 +209,14 @@ def sort_graph(
         for i, g, lo, hi in plan.pieces(sizes, out_groups):
             key = (name, i) + (0,) * (nd - 1)
             b.dsk[key] = task(key, getter, ref(final[g]), back_to_host, lo, hi)
-    return [(HighLevelGraph.from_collections(name, b.dsk, dependencies=deps), name) for name, _, _ in outputs]
+    return [_collection_graph(b.dsk, name, deps) for name, _, _ in outputs]
+
+
+def _collection_graph(dsk: dict, name: str, deps) -> tuple:
+    """``(graph, name)`` of the output named ``name``: the tasks of ``dsk`` its chunks need
+    (:func:`dsort.collections.tasks.needed`; the keys and the values of one sort share the others)."""
+    outputs = [k for k in dsk if isinstance(k, tuple) and k[0] == name]
+    return HighLevelGraph.from_collections(name, T.needed(dsk, outputs), dependencies=deps), name
 
 
 def _row_bytes(keys, values, positions) -> int:

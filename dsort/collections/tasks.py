@@ -64,6 +64,22 @@ def alias(key, target) -> Alias:
     return Alias(key, target)
 
 
+def needed(dsk: dict, outputs) -> dict:
+    """The tasks of ``dsk`` that the keys ``outputs`` need (themselves, and what they take within
+    ``dsk``, at any depth). A collection's graph holds these only: a task no output takes would
+    be one more leaf of the graph, and dask, computing a dataframe beside delayed objects, takes a
+    graph's leaves for the frame's partitions (a frame of one partition would compute to the
+    unused task's value)."""
+    keep, todo = {}, [k for k in outputs if k in dsk]
+    while todo:
+        k = todo.pop()
+        if k in keep:
+            continue
+        keep[k] = node = dsk[k]
+        todo += [d for d in getattr(node, "dependencies", ()) if d in dsk and d not in keep]
+    return {k: v for k, v in dsk.items() if k in keep}
+
+
 @dataclass(frozen=True)
 class Chunks:
     """The task keys of a collection's chunks along its first axis, ``(name, i, 0, ...)``, in
@@ -110,12 +126,27 @@ def _beside(_near, func, *args):
     return func(*args)
 
 
+class _Unfused(Task):
+    """A task dask's low-level fusion leaves as it is (``block_fusion``, dask 2025.1 on)."""
+
+    __slots__ = ()
+
+    @property
+    def block_fusion(self) -> bool:
+        return True
+
+
 def task_beside(key, near, func, *args) -> Task:
     """:func:`task` ``(key, func, *args)`` that also depends on task ``near`` (None: none), whose
     value it drops. dask runs a task where most of its inputs' bytes are: tasks whose one input is
     a small shared result (the merges, after the cuts) would all go to the worker holding it; each
-    beside its own run (:func:`beside`; a run's handle holds its sample), they spread as the runs do."""
-    return task(key, func, *args) if near is None else task(key, _beside, ref(near), func, *args)
+    beside its own run (:func:`beside`; a run's handle holds its sample), they spread as the runs do.
+    Never fused: a merge counts itself done with its runs (the last one frees them), and a copy of
+    it fused into another task (a chunk's ``to_delayed()``, optimized apart) would run again in the
+    same compute, under another name, after the runs were gone."""
+    if near is None:
+        return _Unfused(key, func, *map(parse_input, args))
+    return _Unfused(key, _beside, parse_input(ref(near)), func, *map(parse_input, args))
 
 
 def beside(keys, t: int, n: int):
