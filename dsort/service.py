@@ -56,6 +56,9 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
     from .io import npy, records
 
     fmt, files, dirs = io.discover(input, format)
+    # paths as the caller typed them, resolved here: the workers of a cluster started elsewhere
+    # have another working directory
+    files, dirs = [Path(f).absolute() for f in files], [Path(d).absolute() for d in dirs]
     if fmt != "parquet" and by:
         raise InputError(f"--by names Parquet columns; INPUT is {fmt}")
     if fmt == "parquet" and not by:
@@ -129,6 +132,7 @@ def sort_files(
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
+    local_directory = None if local_directory is None else os.path.abspath(local_directory)  # the caller's, not a worker's
     small = False  # the CPU chosen for an input too small to pay for a GPU
     if client is None and scheduler is None:
         input_bytes = sum(os.path.getsize(f) for f in files)

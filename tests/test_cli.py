@@ -112,6 +112,28 @@ def test_directory_and_glob_inputs_are_concatenated(tmp_path, scheduler):
         np.testing.assert_array_equal(read_records(tmp_path / name), records_reference(both))
 
 
+def test_relative_paths_are_the_callers_on_a_cluster_started_elsewhere(tmp_path, monkeypatch):
+    """Workers started in one directory, ``dsort sort --scheduler`` run from another with
+    relative INPUT (a file, a glob), OUTPUT and --local-directory: every path is the caller's."""
+    from distributed import LocalCluster
+
+    elsewhere, here = tmp_path / "elsewhere", tmp_path / "here"
+    elsewhere.mkdir()
+    (here / "in").mkdir(parents=True)
+    monkeypatch.chdir(elsewhere)  # the workers' working directory
+    with LocalCluster(n_workers=2, threads_per_worker=1, dashboard_address=":0", memory_limit="1GB") as cluster:
+        monkeypatch.chdir(here)
+        for i in range(2):
+            assert dsort("gen", "records", 4000 + i, f"in/part{i}.dat", "--seed", i) == 0
+        both = np.concatenate([read_records(here / "in" / f"part{i}.dat") for i in range(2)])
+        address = cluster.scheduler_address
+        assert dsort("sort", "in/part0.dat", "one.bin", "--scheduler", address, "--local-directory", "runs", "--chunk-size", "100kB") == 0
+        assert dsort("sort", "in/part*.dat", "all.bin", "--scheduler", address, "--local-directory", "runs", "--chunk-size", "100kB") == 0
+    np.testing.assert_array_equal(read_records(here / "one.bin"), records_reference(read_records(here / "in" / "part0.dat")))
+    np.testing.assert_array_equal(read_records(here / "all.bin"), records_reference(both))
+    assert not any(elsewhere.iterdir()), "a path was taken as the workers'"
+
+
 @pytest.mark.parametrize("dtype,descending", [("int64", False), ("float64", True), ("uint8", False)])
 def test_sort_npy(tmp_path, scheduler, dtype, descending):
     src, out = tmp_path / "x.npy", tmp_path / "y.npy"
