@@ -132,7 +132,9 @@ def sort_files(
     if chunk_size is not None and int(chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {chunk_size}")
     fmt, files, out = validate(input, output, format=format, record_size=record_size, key_size=key_size, by=by, overwrite=overwrite)
-    local_directory = None if local_directory is None else os.path.abspath(local_directory)  # the caller's, not a worker's
+    if local_directory is not None:
+        local_directory = os.path.abspath(local_directory)  # the caller's, not a worker's
+        check_local_directory(local_directory)
     small = False  # the CPU chosen for an input too small to pay for a GPU
     if client is None and scheduler is None:
         input_bytes = sum(os.path.getsize(f) for f in files)
@@ -400,6 +402,20 @@ def _first_use_notice(stream) -> None:
             "`dsort build-kernels` builds them all ahead of time)",
             file=stream,
         )
+
+
+def check_local_directory(path) -> None:
+    """Refuse a ``--local-directory`` that cannot hold runs, before any work: not writable, or not
+    makeable (its nearest existing parent a file, or not writable)."""
+    path = Path(path)
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise InputError(f"--local-directory {path} cannot be made: {existing} is not a directory")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        where = "" if existing == path else f" in {existing}"
+        raise InputError(f"--local-directory {path} is not writable" + (f" (it would be made{where})" if where else ""))
 
 
 def _make_dirs(path: Path) -> list:
