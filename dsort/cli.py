@@ -155,19 +155,29 @@ def _sort(args) -> int:
 
 
 def _check(args) -> int:
-    s = check_path(
-        args.path,
+    options = dict(
         fmt=args.format,
         record_size=args.record_size,
         key_size=args.key_size,
         by=args.by,
-        descending=args.descending,
         chunk_size=args.chunk_size,
         scheduler=args.scheduler,
         security=_security(args),
     )
+    s = check_path(args.path, descending=args.descending, **options)
     report_check(s)
+    if not s.sorted and _reversed_order(s) and check_path(args.path, descending=not args.descending, **options).sorted:
+        other = "descending" if not args.descending else "ascending"
+        flag = "--descending" if not args.descending else "no --descending"
+        print(f"(it is in {other} order: check it with {flag}, as it was sorted)")
     return 0 if s.sorted else 1
+
+
+def _reversed_order(s) -> bool:
+    """Whether a failed check's counts fit data in the other order: every pair of unequal
+    neighbours out of order (but one, where missing values start: they come last either way)."""
+    unequal = s.records - 1 - s.duplicates
+    return s.records > 2 and s.unordered >= max(1, unequal - 1)
 
 
 # -- dsort demo ----------------------------------------------------------------------------------

@@ -100,6 +100,28 @@ def test_records_descending_skewed_small_keys(tmp_path, scheduler):
     assert dsort("check", out, "--record-size", 20, "--key-size", 4, "--descending") == 0
 
 
+@pytest.mark.parametrize("fmt", ["records", "npy"])
+def test_a_check_in_the_wrong_order_says_which_order_the_data_is_in(tmp_path, capsys, fmt):
+    """Records and ``.npy`` files do not remember the order they were sorted in: a check in the
+    other order fails (exit 1) and says so; a check of unsorted data says nothing more."""
+    src = tmp_path / ("in.bin" if fmt == "records" else "in.npy")
+    if fmt == "records":
+        assert dsort("gen", "records", 5000, src, "--seed", 3) == 0
+    else:
+        x = np.random.default_rng(3).integers(0, 100, 5000).astype(np.float64)
+        x[::7] = np.nan  # missing values come last in either order
+        np.save(src, x)
+    down, up = tmp_path / f"down{src.suffix}", tmp_path / f"up{src.suffix}"
+    assert dsort("sort", src, down, "--descending") == 0 and dsort("sort", src, up) == 0
+    capsys.readouterr()
+    assert dsort("check", down) == 1
+    assert "(it is in descending order: check it with --descending, as it was sorted)" in capsys.readouterr().out
+    assert dsort("check", up, "--descending") == 1
+    assert "(it is in ascending order: check it with no --descending" in capsys.readouterr().out
+    assert dsort("check", src) == 1 and "it is in" not in capsys.readouterr().out
+    assert dsort("check", down, "--descending") == 0 and dsort("check", up) == 0
+
+
 def test_directory_and_glob_inputs_are_concatenated(tmp_path, scheduler):
     d = tmp_path / "in"
     d.mkdir()
