@@ -25,6 +25,7 @@ def test_wheel_ships_kernels(tmp_path):
     expected = {f"dsort/kernels/{p.relative_to(ROOT / 'kernels')}" for p in (ROOT / "kernels").rglob("*") if p.is_file()}
     assert expected and expected <= shipped
     assert "dsort/dsort.yaml" in names  # the dsort.* settings' defaults (dsort.collections.config)
+    assert "dsort-drop-in.pth" in names  # site-packages' root: DASK_DSORT__DATAFRAME__DROP_IN without an import
     # Import from the unpacked wheel, far from the source tree.
     probe = "import dsort.engine as e; print(e.kernel_dir())"
     env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))

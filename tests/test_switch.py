@@ -139,6 +139,22 @@ def test_dasks_config_turns_it_on_when_dsort_is_imported():
         assert out.stdout.split() == (["True", "True", "[1,", "2,", "3]"] if env else ["False", "False", "[1,", "2,", "3]"])
 
 
+def test_the_environment_alone_turns_it_on_in_code_that_never_imports_dsort():
+    """DASK_DSORT__DATAFRAME__DROP_IN=1 is for code you do not own: the installed package's
+    ``dsort-drop-in.pth`` imports dsort as every Python process starts where it is set, so a script
+    that imports only dask gets dsort's sorts; unset (or 0), dsort is not even imported."""
+    code = (
+        "import sys, dask.dataframe as dd, pandas as pd\n"
+        "x = dd.from_pandas(pd.DataFrame({'k': [3, 1, 2]}), npartitions=2).sort_values('k')\n"
+        "print('dsort' in sys.modules, any('dsort' in str(k) for k in dict(x.__dask_graph__())), x.compute().k.tolist())\n"
+    )
+    key = "DASK_DSORT__DATAFRAME__DROP_IN"
+    for env, want in (({key: "1"}, "True True"), ({key: "0"}, "False False"), ({}, "False False")):
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**_env(), **env}, timeout=120)
+        assert out.returncode == 0, out.stderr
+        assert out.stdout.split() == [*want.split(), "[1,", "2,", "3]"], (env, out.stdout, out.stderr)
+
+
 def _env():
     import os
 
