@@ -574,7 +574,8 @@ def test_dasks_own_knobs_are_accepted_and_change_nothing(rng):
 def test_set_index_cuts_exactly_at_the_users_divisions(rng, kind, bounds):
     """divisions=[...]: partition i holds the values in [d_i, d_i+1) (the last its upper bound too),
     values below the first boundary in the first partition, above the last in the last; empty
-    partitions kept; the rows are pandas' stable sort; the divisions are the user's."""
+    partitions kept; the rows are pandas' stable sort; the divisions are the user's; nothing runs
+    until the result is computed."""
     n = int(rng.integers(0, 600))
     k = rng.integers(0, 50, n)
     as_kind = {
@@ -587,7 +588,12 @@ def test_set_index_cuts_exactly_at_the_users_divisions(rng, kind, bounds):
     ddf = dd.from_pandas(df, npartitions=int(rng.integers(1, 6)), sort=False)
     points = {"inside": [0, 10, 20, 49], "outside": [5, 6, 30, 40], "one": [10, 20], "empty parts": [-5, 1, 2, 3, 200]}[bounds]
     divisions = as_kind(points)
-    out = set_index(ddf, "k", divisions=divisions)
+
+    def no_compute(*args, **kwargs):
+        raise AssertionError("a task ran while the graph was built")
+
+    with dask.config.set(scheduler=no_compute):  # lazy, as dask's: the divisions are the user's
+        out = set_index(ddf, "k", divisions=divisions)
     assert out.divisions == tuple(divisions) and out.npartitions == len(divisions) - 1
     parts = dask.compute(*out.to_delayed(), scheduler="sync")
     expected = ddf.compute(scheduler="sync").sort_values("k", kind="stable").set_index("k")
@@ -707,3 +713,22 @@ def test_set_index_cut_two_ways_gives_two_results(rng):
     for out in (mine, theirs):
         parts = dask.compute(*out.to_delayed(), scheduler="sync")
         assert parts[1].index.min() >= out.divisions[1] > parts[0].index.max()
+
+
+def test_set_index_by_its_own_index_or_an_expression_that_moves_it(rng):
+    """An expression of the index whose values move (a day later, the day it falls in: dask gives
+    it other divisions, or none) sorts as pandas' stable sort of the frame indexed by it; under the
+    drop-in, ``set_index(ddf.index)`` is the frame itself, as dask gives it."""
+    stamps = pd.date_range("2024-01-01", periods=300, freq="7h")[rng.permutation(300)]
+    pdf = pd.DataFrame({"v": np.arange(300)}, index=pd.Index(stamps, name="t"))
+    ddf = dd.from_pandas(pdf, npartitions=5, sort=True)
+    import dsort
+
+    with dsort.enabled():
+        assert ddf.set_index(ddf.index) is ddf
+    df = ddf.compute(scheduler="sync")
+    for key, local in ((ddf.index + pd.Timedelta(days=1), df.index + pd.Timedelta(days=1)), (ddf.index.dt.floor("D"), df.index.floor("D"))):
+        out = set_index(ddf, key)
+        assert out.known_divisions
+        want = df.set_index(local).sort_index(kind="stable")
+        pd.testing.assert_frame_equal(out.compute(scheduler="sync"), want)

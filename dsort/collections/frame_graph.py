@@ -70,8 +70,11 @@ class Graph:
             # results of one graph cut in other places (set_index's balanced cuts, the user's
             # divisions) are other results: other names, never one found for the other
             token = tokenize(self.token, rows, sizes, groups, divisions)
-            cuts = T.name(T.CUTS, f"given-{token}")
-            self.dsk[cuts] = rows
+            if _is_key(rows, self.dsk):  # cuts a task of this graph finds (the user's divisions)
+                cuts, sizes = rows, T.ref(sizes)
+            else:
+                cuts = T.name(T.CUTS, f"given-{token}")
+                self.dsk[cuts] = rows
         slices = T.name(T.SLICE, token)
         for g in range(len(groups)):
             for i, s in enumerate(self.sorted):
@@ -115,6 +118,19 @@ class Graph:
             self.dsk.update(d.__dask_graph__())
         return dask.compute(persisted[-1], persisted[-2])
 
+    def lazy(self, name, func, *args) -> list:
+        """Keys of tasks ``func(sorted part, plan, its index, *args)``, one per sorted part (not run)."""
+        name = T.name(T.CUTS, f"{name}-{self.token}")
+        return [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+
+    def lazy_one(self, name, func, *args) -> tuple:
+        """``(key of func(*args)'s first item, key of its second)``: a task of a pair (``args``:
+        keys of this graph's tasks among them) and one task each for its items (not run)."""
+        key = self._add(T.name(T.CUTS, f"{name}-{self.token}"), func, *[T.ref(a) if a in self.dsk else a for a in args])
+        first = self._add(T.name(T.CUTS, f"{name}-first-{self.token}"), _item, T.ref(key), 0)
+        second = self._add(T.name(T.SIZES, f"{name}-{self.token}"), _item, T.ref(key), 1)
+        return first, second
+
     def run(self, name, func, *args):
         """``func(sorted part, plan, its index, *args)`` of every sorted part, computed now."""
         import dask
@@ -124,6 +140,17 @@ class Graph:
         keys = [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
         graph = self.graph()
         return dask.compute(*[Delayed(k, graph) for k in keys])
+
+
+def _item(pair, i):
+    return pair[i]
+
+
+def _is_key(x, dsk) -> bool:
+    try:
+        return x in dsk
+    except TypeError:  # an array of cut rows: no key
+        return False
 
 
 def output_pieces(dsk: dict, token: str, merges, groups, sizes, piece=F.piece) -> list:

@@ -79,6 +79,7 @@ def set_index(
     dtype = column(pandas_meta(df), other).dtype
     if divisions is not None:  # the user's boundaries as the key's values (what the cuts and the divisions use)
         divisions = _as_key_values(divisions, dtype, other)
+        return _set_index_at(df, other, drop, spec, divisions, device)
     missing, rows, presorted = _key_pass(df, other, dtype)
     if missing and missing == rows:
         raise UnsupportedValue(  # dask's own set_index takes them (the switch hands such calls to it)
@@ -93,13 +94,8 @@ def set_index(
     index = other not in df.columns  # the index itself: sorted, and kept as the index
     meta = df._meta if index else _set_index(df._meta, other, drop)
     runs = len(g.sorted)
-    if divisions is not None or int(cut[-1].sum()) == 0:
-        if divisions is not None:  # the user's boundaries, exactly
-            below = g.run("below", _below, spec, divisions[1:-1])
-            cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
-            out = g.collection(tuple(_python(d) for d in divisions.tolist()), grouped_cuts(cut, runs))
-        else:  # no rows
-            out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
+    if int(cut[-1].sum()) == 0:  # no rows
+        out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
         return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
     cut = _before_missing(cut, rows - missing)
     firsts = _smallest(g.run("firsts", _firsts, spec, cut))
@@ -108,6 +104,31 @@ def set_index(
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(_python(f[1]) for f in firsts), grouped_cuts(cut, runs))
     return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+
+
+def _set_index_at(df, other, drop, spec, divisions, device):
+    """:func:`set_index` at the user's ``divisions`` (the key's values): the result's divisions
+    are known from them, so nothing runs now (as dask's): each sorted part's rows below every
+    boundary are found by a task, and the cuts and output sizes by one more."""
+    from . import scale
+
+    outputs = len(divisions) - 1
+    g = Graph(df, spec, outputs, False, device, None, every_output=True)
+    runs = len(g.sorted)
+    below = g.lazy("below", _below, spec, divisions[1:-1])
+    rows, sizes = g.lazy_one("at", _user_cuts, runs, outputs, *below)
+    out = g.collection(tuple(_python(d) for d in divisions.tolist()), (rows, sizes, scale.merge_groups(outputs, runs)))
+    if other not in df.columns:  # the index itself: sorted, and kept as the index
+        return out
+    return out.map_partitions(_set_index, other, drop, meta=_set_index(df._meta, other, drop), align_dataframes=False)
+
+
+def _user_cuts(runs: int, outputs: int, *below):
+    """``(cut rows where the merge groups meet, every output's rows)`` of the parts' rows below
+    every boundary (:func:`_below` of each)."""
+    cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
+    rows, sizes, _ = grouped_cuts(cut, runs)
+    return rows, sizes
 
 
 def _as_key_values(divisions, dtype, other) -> pd.Series:
@@ -191,9 +212,21 @@ def _set_index_by(df, key, **options):
     or its own index), as pandas and dask take one: the frame's columns all stay, and the index takes
     the key's name."""
     series = key.to_series() if _is_index(key) else key
+    if _is_index(key) and series.npartitions == df.npartitions and series.divisions != df.divisions:
+        # an expression of the index that moves its values (index + a day, index.floor("D")): dask
+        # gives it other divisions (and to_series indexes it by its own values); the key's values
+        # join the frame partition by partition, row by row, as pandas takes an Index
+        meta = df._meta.assign(**{KEY: series._meta.to_numpy()})
+        keyed = df.map_partitions(_with_key, series, meta=meta, align_dataframes=False, clear_divisions=True)
+    else:
+        keyed = df.assign(**{KEY: series})
     options["drop"] = True  # the key's temporary column (a Series key is no column of the frame: drop has no say)
-    out = set_index(df.assign(**{KEY: series}), KEY, **options)
+    out = set_index(keyed, KEY, **options)
     return out.map_partitions(_rename_index, key.name, meta=out._meta.rename_axis(key.name), align_dataframes=False)
+
+
+def _with_key(part, key):
+    return part.assign(**{KEY: key.to_numpy()})
 
 
 def _is_index(x) -> bool:

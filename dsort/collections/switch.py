@@ -51,6 +51,8 @@ def _stand_in(name: str):
             return dasks(self, *args, **kwargs)
         if name == "sort_values":
             _dasks_checks(given)
+        elif _its_own_index(self, given):  # ddf.set_index(ddf.index): dask gives the frame itself, as it is
+            return dasks(self, *args, **kwargs)
         if not given.get("npartitions"):  # dask reads 0 as "as many as the input"
             given.pop("npartitions", None)
         ours = getattr(D, name)
@@ -64,6 +66,11 @@ def _stand_in(name: str):
 
     method.__name__ = name
     return method
+
+
+def _its_own_index(df, given) -> bool:
+    other = given.get("other")
+    return getattr(other, "_name", None) is not None and hasattr(other, "dask") and other._name == df.index._name
 
 
 def _dasks_checks(given) -> None:
