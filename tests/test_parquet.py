@@ -166,7 +166,7 @@ def test_sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, exter
     assert [p["rows"] for p in manifest["parts"]] == [s.records for s in outputs] and sum(s.records for s in outputs) == n
     assert int(manifest["checksum"], 16) == sum(s.checksum for s in inputs)
     got = pd.concat([pq.read_table(out / p["path"]).to_pandas() for p in manifest["parts"]], ignore_index=True)
-    pd.testing.assert_frame_equal(got, _reference(df, by, descending), check_dtype=False)
+    pd.testing.assert_frame_equal(got, _reference(df, by, descending))
     assert sorted(p.name for p in out.iterdir()) == sorted([pio.MANIFEST, *(p["path"] for p in manifest["parts"])])
     order = pio.check_order(order=manifest)
     check = pio.check_tasks([out / p["path"] for p in manifest["parts"]], *order)
