@@ -735,3 +735,29 @@ def test_set_index_by_its_own_index_or_an_expression_that_moves_it(rng):
         assert out.known_divisions
         want = df.set_index(local).sort_index(kind="stable")
         pd.testing.assert_frame_equal(out.compute(scheduler="sync"), want)
+
+
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+def test_object_columns_of_arrays_travel_between_worker_processes(rng, tmp_path, strategy):
+    """A list column as pandas reads one from Parquet (an object column of NumPy arrays) beside a
+    dict column: the partitions, slices and merge results that move between worker processes
+    carry the arrays through Arrow (dsort-wire tasks where each partition is made), and the
+    result is pandas' stable sort, each array of its own dtype."""
+    distributed = pytest.importorskip("distributed")
+    n = 3000
+    arrays = np.empty(n, dtype=object)
+    for i in range(n):
+        arrays[i] = None if i % 11 == 0 else np.arange(i % 4, dtype=np.int32)
+    df = pd.DataFrame({"k": rng.integers(0, 30, n), "a": arrays, "d": pd.Series([{"i": i % 3} for i in range(n)], dtype=object)})
+    with (
+        dask.config.set({"dataframe.convert-string": False}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster),
+    ):
+        ddf = dd.from_pandas(df, npartitions=6, sort=False)
+        out = sort_values(ddf, "k", strategy=strategy, local_directory=tmp_path)
+        assert any(isinstance(k, tuple) and k[0].startswith("dsort-wire-") for k in out.__dask_graph__())
+        got = out.compute()
+    want = df.sort_values("k", kind="stable")
+    pd.testing.assert_frame_equal(got, want)
+    assert all(x is None if y is None else (x.dtype == np.int32 and np.array_equal(x, y)) for x, y in zip(got["a"], want["a"]))

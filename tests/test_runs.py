@@ -403,3 +403,38 @@ def test_a_lost_run_is_made_again_once_however_many_ask(tmp_path):
     [t.start() for t in threads]
     [t.join() for t in threads]
     assert made == [9] and len({id(g) for g in got}) == 1
+
+
+def test_a_remote_read_that_never_comes_back_is_made_again_here(tmp_path, monkeypatch):
+    """A merge's slices of another worker's run, read there: where that read does not come back
+    within REMOTE_READ_SECONDS (the worker alive), the run is made again here and read, as for a
+    lost worker; the sort goes on rather than waiting for ever."""
+    distributed = pytest.importorskip("distributed")
+    import dask
+
+    monkeypatch.setattr(R, "REMOTE_READ_SECONDS", 1.0)
+    monkeypatch.setattr(R, "read_slices", _read_too_late)
+    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4)
+    rows = np.arange(40, dtype=np.uint8).reshape(10, 4)
+    with (
+        dask.config.set({"dsort.read-runs-where-they-are": True}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        a, b = sorted(client.scheduler_info()["workers"])
+        theirs = R.Run(cfg.job, 3, 10, "disk", path=str(tmp_path / "theirs"), worker=b)
+
+        def merge_on_a():
+            s = R.store(cfg)
+            return s.fetch_remote([(theirs, 2, 5)], recover=lambda q: s.put(q, rows))
+
+        got = client.submit(merge_on_a, workers=[a], pure=False).result(timeout=60)
+    np.testing.assert_array_equal(got[0], rows[2:5])
+    R.drop(cfg.job, cfg.directory)
+
+
+def _read_too_late(config, items):
+    import time
+
+    time.sleep(4)  # past REMOTE_READ_SECONDS: the reader has made the run again meanwhile
+    return [np.full((3, 4), 255, np.uint8) for _ in items]  # not the rows: a reader that waited would take these

@@ -274,7 +274,7 @@ def sort_values_external(
         run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
         functions = external.frame_group_cuts, external.frame_group_merge, external.frame_chain
     dsk = {}
-    inputs = df.__dask_keys__()
+    inputs = T.wired_inputs(dsk, df, tok) if codec is None else df.__dask_keys__()  # fixed-width frames have no object columns
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
@@ -289,7 +289,9 @@ def sort_values_external(
     dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
     merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
     for g, key in enumerate(merges):
-        dsk[key] = T.task_beside(key, near[g], merge, job, T.ref(cut), g, *extra)
+        # a group of several outputs: its frame wired for the output pieces that other workers may take
+        wired = (frame_chunk.wired_result,) if codec is None and groups[g][1] - groups[g][0] > 1 else ()
+        dsk[key] = T.task_beside(key, near[g], *wired, merge, job, T.ref(cut), g, *extra)
     piece = external.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
     outputs = output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece)
     return as_collection(df, dsk, df._meta, None, outputs, tok, ignore_index)

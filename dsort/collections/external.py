@@ -44,6 +44,7 @@ from . import tasks as T
 from .passes import first_pass
 from ..core import filesort as F
 from ..core import runs as R
+from ..core.frame_wire import unwire, wire
 from ..engine import device as dev
 from ..engine import host
 
@@ -341,7 +342,7 @@ def _write_rows(job: FrameJob, p: int, frame) -> None:
     offsets = [0]
     with open(_rows_path(job, p), "wb") as f:
         for b in range(0, len(frame), block):
-            f.write(pickle.dumps(frame.iloc[b : b + block], protocol=5))
+            f.write(pickle.dumps(wire(frame.iloc[b : b + block]), protocol=5))  # arrays in object columns as Arrow
             offsets.append(f.tell())
         f.write(np.asarray(offsets, "<i8").tobytes())
         f.write(np.asarray([len(offsets), block], "<i8").tobytes())
@@ -369,17 +370,17 @@ def _read_rows(path: str, lo: int, hi: int):
     blocks, at = [], 0
     for b in range(first, last + 1):
         size = int(offsets[b + 1] - offsets[b])
-        blocks.append(pickle.loads(data[at : at + size]))
+        blocks.append(unwire(pickle.loads(data[at : at + size])))
         at += size
     rows = FC.concat(blocks)  # pandas' or cudf's (unpickled onto this worker's GPU)
-    return rows.iloc[lo - first * block : hi - first * block]
+    return wire(rows.iloc[lo - first * block : hi - first * block])  # it may travel to the merge
 
 
 def _run_rows(job: FrameJob, run, lo: int, hi: int):
     """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
     if not isinstance(run, R.Chain):
-        return R.read_where_it_is(run, _rows_path(job, run.index, run), _read_rows, lo, hi)
-    return FC.concat([R.read_where_it_is(p, _rows_path(job, p.index, p), _read_rows, a, b) for p, a, b in run.spans(lo, hi)])
+        return unwire(R.read_where_it_is(run, _rows_path(job, run.index, run), _read_rows, lo, hi))
+    return FC.concat([unwire(R.read_where_it_is(p, _rows_path(job, p.index, p), _read_rows, a, b)) for p, a, b in run.spans(lo, hi)])
 
 
 def frame_cuts(job: FrameJob, *made):

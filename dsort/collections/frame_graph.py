@@ -33,7 +33,7 @@ class Graph:
         self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
         self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths, runs, starts)
         self.dsk = {}
-        inputs = df.__dask_keys__()
+        inputs = T.wired_inputs(self.dsk, df, token)
         # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
         sort = [
             self._add((T.name(T.SORT, token), g), F.sort_part, [T.ref(k) for k in inputs[a:b]], spec, widths, device, True)
@@ -86,13 +86,14 @@ class Graph:
             for i in range(len(self.sorted))
         ]
         merges = []
-        for g in range(len(groups)):
+        for g, (a, b) in enumerate(groups):
             pieces = [T.ref((slices, g, i)) for i in range(len(self.sorted))]
             ready_refs = list(map(T.ref, ready))
+            several = (F.wired_result, F.merge_after) if b - a > 1 else (F.merge_after,)  # its pieces may be taken elsewhere
             merges.append(
                 self._add(
                     (T.name(T.MERGE, token), g),
-                    F.merge_after,
+                    *several,
                     ready_refs,
                     self.df._meta,
                     T.ref(cuts),

@@ -28,6 +28,7 @@ CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
 GROUP_CUTS = "dsort-group-cuts"  # a first merge pass: the cuts of a group of runs' own ranges
 GROUP_MERGE = "dsort-group-merge"  # a first merge pass: a range of a group of runs, kept as a piece of its chain
 CHAIN = "dsort-chain"  # a first merge pass: a group's chained run (its pieces), a run of the final pass
+WIRE = "dsort-wire"  # an input partition with object columns, ready to travel to its run (dsort.core.frame_wire)
 SORT = "dsort-sort"  # an input chunk (or dataframe partition) sorted in memory (a part of a run)
 INFO = "dsort-info"  # a sorted dataframe partition's row count, string key widths and regular sample
 PLAN = "dsort-plan"  # the dataframe sort's plan: sizes, common widths, sample spacing, outputs, windows
@@ -62,6 +63,26 @@ def task(key, func, *args) -> Task:
 def alias(key, target) -> Alias:
     """Task ``key`` whose result is task ``target``'s."""
     return Alias(key, target)
+
+
+def wired_inputs(dsk: dict, df, token: str) -> list:
+    """The keys of frame ``df``'s partitions as a sort's runs take them: where its meta has object
+    columns (lists, arrays, dicts: pickled one value at a time when a partition moves to a run on
+    another worker), each partition is first wrapped where it is made (:func:`dsort.core.frame_wire.wire`,
+    a task each, added to ``dsk``), so it travels through Arrow; else the partitions themselves."""
+    import numpy as np
+
+    from ..core.frame_wire import wire
+
+    keys = df.__dask_keys__()
+    meta = getattr(df, "_meta", None)
+    if meta is None or not hasattr(meta, "dtypes") or not any(d == np.dtype(object) for d in getattr(meta, "dtypes", [])):
+        return keys
+    layer = name(WIRE, token)
+    out = [(layer, i) for i in range(len(keys))]
+    for k, key in zip(out, keys):
+        dsk[k] = task(k, wire, ref(key))
+    return out
 
 
 def needed(dsk: dict, outputs) -> dict:

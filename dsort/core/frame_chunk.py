@@ -23,6 +23,7 @@ from .. import engine as engines
 from ..engine import device as dev
 from ..engine import host
 from .frame_keys import KeySpec, common_widths, widen
+from .frame_wire import Wired, unwire, wire
 
 
 @dataclass
@@ -40,6 +41,13 @@ class Sorted:
         from dask.sizeof import sizeof
 
         return sizeof(self.frame) + self.keys.nbytes + object.__sizeof__(self)
+
+    def __reduce__(self):  # moved or spilled: arrays in object columns as Arrow (dsort.core.frame_wire)
+        return (_sorted_again, (wire(self.frame), self.keys, self.widths))
+
+
+def _sorted_again(frame, keys, widths) -> Sorted:
+    return Sorted(unwire(frame), keys, widths)
 
 
 @dataclass(frozen=True)
@@ -81,7 +89,8 @@ def sort_part(parts, spec: KeySpec, widths=None, device=None, words=False) -> So
     spec allows (:attr:`KeySpec.word`) and the sort is on the host. String keys of several
     partitions are brought to their common widths. cudf partitions: their keys made from their
     key columns (:func:`dsort.core.frame_cudf.key_frame`), their rows gathered on the GPU."""
-    frames = [parts] if isinstance(parts, pd.DataFrame) or frame_cudf.is_cudf(parts) else list(parts)
+    frames = [parts] if isinstance(parts, (pd.DataFrame, Wired)) or frame_cudf.is_cudf(parts) else list(parts)
+    frames = [unwire(f) for f in frames]  # partitions that travelled here (wired where they were made)
     with host.pooled():
         if words and spec.word and device is None and not frame_cudf.is_cudf(frames[0]):
             keys, widths = _joined([spec.words(f) for f in frames]), (0,)
@@ -313,13 +322,19 @@ def piece(frame: pd.DataFrame, sizes, t: int, first: int) -> pd.DataFrame:
     """Output partition ``t``: its rows of its merge group's frame, whose first output is ``first``
     (``sizes``: every output's rows). A copy: a view would keep the group's frame alive unseen."""
     lo = int(sum(sizes[first:t]))
-    return frame.iloc[lo : lo + int(sizes[t])].copy()
+    return unwire(frame).iloc[lo : lo + int(sizes[t])].copy()
+
+
+def wired_result(func, *args):
+    """``func(*args)`` ready to travel (:func:`~dsort.core.frame_wire.wire`): a merge group's frame,
+    which the tasks of its output partitions (:func:`piece`) may take on other workers."""
+    return wire(func(*args))
 
 
 def take(spec: KeySpec, part: Sorted, p: Plan, cut, t: int, q: int):
     """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``."""
     a, b = int(cut[t, q]), int(cut[t + 1, q])
-    return part.frame.iloc[a:b], part_keys(spec, part, p, a, b)
+    return wire(part.frame.iloc[a:b]), part_keys(spec, part, p, a, b)  # it may travel: arrays in object columns as Arrow
 
 
 def sliced(*pieces) -> int:
@@ -367,6 +382,7 @@ def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) 
 
 
 def _merge(meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
+    pieces = [(unwire(f), k) for f, k in pieces]
     given, pieces = pieces, [(f, k) for f, k in pieces if len(f)]
     if not pieces:  # an empty slice of the data, not the meta: dask may have given the meta other dtypes
         out = given[0][0] if given else meta.iloc[:0]

@@ -49,6 +49,11 @@ from .diskio import Handles, write_file
 TIERS = ("shared", "device", "host", "disk")
 HOST_READERS = 8  # threads copying shared runs' slices into host memory at once
 RECOVERIES = 2  # times a read makes its lost runs again before it fails
+# A merge waits at most this long for another worker to read its slices of that worker's runs
+# (then makes those runs again itself, or fails saying so): a read that never comes back (seen
+# twice in 2026-11-27's runs of tests/test_two_pass.py on the 2-core machine, cause not found)
+# must not hang the sort.
+REMOTE_READ_SECONDS = 120.0
 
 
 @dataclass(frozen=True)
@@ -483,24 +488,30 @@ class RunStore:
                 for w, idx in by_worker.items()
                 if w in alive
             }
+            deadline = time.monotonic() + REMOTE_READ_SECONDS
             while futures:
                 try:
-                    wait(list(futures.values()), timeout=10)
+                    wait(list(futures.values()), timeout=min(10, REMOTE_READ_SECONDS))
                 except TimeoutError:  # still running, or waiting for a worker that died: look again
                     pass
                 alive = set(client.scheduler_info()["workers"])
+                late = time.monotonic() > deadline
                 for w, f in list(futures.items()):
                     if f.status == "finished":
-                        got.update(zip(by_worker[w], f.result()))
-                    elif f.status == "error" or w not in alive:
-                        f.cancel()  # its worker died meanwhile: its runs are made again below
+                        try:
+                            got.update(zip(by_worker[w], f.result(timeout=REMOTE_READ_SECONDS)))
+                        except TimeoutError:  # its result does not come: made again below
+                            f.cancel()
+                    elif f.status == "error" or w not in alive or late:
+                        f.cancel()  # its worker died meanwhile, or does not read them: its runs are made again below
                     else:
                         continue
                     del futures[w]
         lost = {i: it for i, it in remote.items() if i not in got}
         for run, _, _ in lost.values():
             if recover is None:
-                raise OSError(f"run {run.index} was on worker {run.worker}, which is gone")
+                why = f"which is gone or did not read it within {REMOTE_READ_SECONDS:g} s"
+                raise OSError(f"run {run.index} was on worker {run.worker}, {why}")
         with seceded() if lost else contextlib.nullcontext():  # as read_many makes lost runs
             for i, (run, lo, hi) in lost.items():
                 got[i] = self.read(self.recover_once(run.index, recover), lo, hi)
