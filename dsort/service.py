@@ -481,7 +481,6 @@ def _sort_parquet(
     groups, on the embedded threads or the cluster: in memory (one part per row group) where
     ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, else through runs under
     ``local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
-    import dask
 
     from . import io
     from .io import parquet
@@ -506,12 +505,9 @@ def _sort_parquet(
             )
             print(f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {input} into {out}", file=stream)
             print(f"on {where}" + ("; through runs on disk (more than fits in memory)" if external else ""), file=stream)
+            phases = {"validate": clock[1] - t0}
             if job.records:
-                if client is None:
-                    in_parts, out_parts = dask.compute(job.inputs, job.outputs, scheduler="threads", num_workers=res.threads)
-                else:
-                    futures = client.compute([job.inputs, job.outputs])
-                    in_parts, out_parts = client.gather(futures)
+                in_parts, out_parts = _run_parquet(job, client, res, progress, stream, phases)
         except InputError as e:  # a damaged row group, found when it is read
             raise InputError(f"{e}; nothing was written at {out}") from None
         if job.records:
@@ -532,7 +528,39 @@ def _sort_parquet(
         outs,
         where,
         startup,
-        {"publish": time.perf_counter() - t_pub},
+        {**phases, "publish": time.perf_counter() - t_pub},
         {},
         {},
     )
+
+
+def _run_parquet(job, client, res, progress, stream, phases) -> tuple:
+    """``(input parts' summaries, output parts' summaries)`` of a Parquet sort job, computed on
+    the embedded threads (``res``) or ``client``'s cluster, with the phase bars a records sort
+    shows; each phase's span (first task start to last task end) into ``phases``."""
+    from collections import Counter
+
+    from .compute import compute_threads
+    from .progress import Progress, _bar_order, make_phase_of, phase_times
+
+    keys = [[d.key for d in job.inputs], [d.key for d in job.outputs]]
+    dsk: dict = {}
+    for d in [*job.inputs, *job.outputs]:
+        dsk.update(d.__dask_graph__())
+    if client is None:
+        phase_of = make_phase_of()
+        counts = Counter(phase_of(k) for k in dsk)
+        bar = Progress({p: counts[p] for p in sorted(counts, key=_bar_order)}, stream) if progress else None
+        with bar if bar is not None else _Null():
+            got = compute_threads(dsk, keys, res.threads, bar)
+        if bar is not None:
+            phases.update({p: b - a for p, (a, b) in bar.spans.items()})
+        return tuple(got)
+    from distributed import get_task_stream
+
+    from .compute import compute_client
+
+    with get_task_stream(client=client) as ts:
+        got = compute_client(client, dsk, keys, progress)
+    phases.update({p: span for p, (_, span) in phase_times(ts.data).items()})
+    return tuple(got)

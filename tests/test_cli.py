@@ -203,7 +203,15 @@ def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through):
     flags = ["--descending"] if descending else []
     with dask.config.set(factor):
         assert dsort("sort", src, out, "--by", ",".join(by), "--scheduler", scheduler, *flags) == 0
-    assert ("through runs on disk" in capsys.readouterr().out) == (through == "runs")
+        text = capsys.readouterr().out
+        assert dsort("sort", src, tmp_path / "embedded", "--by", ",".join(by), *flags) == 0  # this process's threads
+        embedded = capsys.readouterr().out
+    assert ("through runs on disk" in text) == (through == "runs")
+    for said in (text, embedded):  # progress bars and where the time went, as a records sort says them
+        phases = next(line for line in said.splitlines() if line.startswith("phases"))
+        assert all(f" {p} " in phases for p in ("read", "merge", "write", "publish")), phases
+        assert "write [" in said and "merge [" in said, said
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "embedded"), pd.read_parquet(out))
     expected = df
     for c in reversed(by):  # a lexicographic stable sort, one column at a time
         expected = expected.sort_values(c, ascending=not descending, kind="stable", na_position="last")
