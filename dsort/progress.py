@@ -23,6 +23,7 @@ from .collections import tasks as T
 # task-name prefix (a phase of :mod:`dsort.collections.tasks`) -> the bar it is shown under
 SHOWN_AS = {
     T.READ: "read",
+    T.WIRE: "read",  # an input partition with object columns, wrapped where it was read
     T.CHECKSUM_INPUT: "checksum",
     T.RUN: "run",
     T.REMADE: "merge",  # a lost run made again for a merge: part of its time
