@@ -71,12 +71,13 @@ def wired_inputs(dsk: dict, df, token: str) -> list:
     another worker), each partition is first wrapped where it is made (:func:`dsort.core.frame_wire.wire`,
     a task each, added to ``dsk``), so it travels through Arrow; else the partitions themselves."""
     import numpy as np
+    import pandas as pd
 
     from ..core.frame_wire import wire
 
     keys = df.__dask_keys__()
     meta = getattr(df, "_meta", None)
-    if meta is None or not hasattr(meta, "dtypes") or not any(d == np.dtype(object) for d in getattr(meta, "dtypes", [])):
+    if not isinstance(meta, pd.DataFrame) or not any(d == np.dtype(object) for d in meta.dtypes):  # pandas' object columns only
         return keys
     layer = name(WIRE, token)
     out = [(layer, i) for i in range(len(keys))]
