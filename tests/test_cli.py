@@ -425,18 +425,25 @@ def test_bad_options_are_one_line(tmp_path, capsys, option, value):
     assert os.listdir(tmp_path) == ["in.bin"]
 
 
-@pytest.mark.parametrize("where", ["locked", "locked/new/runs", "a-file/runs"])
-def test_an_unusable_local_directory_is_refused_before_any_work(tmp_path, capsys, monkeypatch, where):
+@pytest.fixture
+def locked(tmp_path, monkeypatch):
+    """A directory of tmp_path no one may write into (root as any other user sees it), and a sort
+    that fails the test if its work begins."""
     from dsort import service
 
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
-    (tmp_path / "a-file").write_text("")
     if os.geteuid() == 0:  # root writes anywhere: the directory as any other user sees it
         access = os.access
         monkeypatch.setattr(os, "access", lambda p, mode, **k: not (Path(p) == locked and mode & os.W_OK) and access(p, mode, **k))
     monkeypatch.setattr(service, "_sort_fixed", lambda *a, **k: pytest.fail("sorting work began"))
+    return locked
+
+
+@pytest.mark.parametrize("where", ["locked", "locked/new/runs", "a-file/runs"])
+def test_an_unusable_local_directory_is_refused_before_any_work(tmp_path, capsys, locked, where):
+    (tmp_path / "a-file").write_text("")
     dsort("gen", "records", 1000, tmp_path / "in.bin")
     capsys.readouterr()
     assert dsort("sort", tmp_path / "in.bin", tmp_path / "out.bin", "--local-directory", tmp_path / where) == 2
@@ -446,16 +453,7 @@ def test_an_unusable_local_directory_is_refused_before_any_work(tmp_path, capsys
     assert sorted(os.listdir(tmp_path)) == ["a-file", "in.bin", "locked"] and os.listdir(locked) == []
 
 
-def test_an_unwritable_output_directory_is_refused_before_any_work(tmp_path, capsys, monkeypatch):
-    from dsort import service
-
-    locked = tmp_path / "locked"
-    locked.mkdir()
-    locked.chmod(0o555)
-    if os.geteuid() == 0:  # root writes anywhere: the directory as any other user sees it
-        access = os.access
-        monkeypatch.setattr(os, "access", lambda p, mode, **k: not (Path(p) == locked and mode & os.W_OK) and access(p, mode, **k))
-    monkeypatch.setattr(service, "_sort_fixed", lambda *a, **k: pytest.fail("sorting work began"))
+def test_an_unwritable_output_directory_is_refused_before_any_work(tmp_path, capsys, locked):
     dsort("gen", "records", 1000, tmp_path / "in.bin")
     capsys.readouterr()
     assert dsort("sort", tmp_path / "in.bin", locked / "out.bin") == 2

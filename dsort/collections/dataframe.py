@@ -31,7 +31,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import tasks as T
-from .frame_graph import Graph, as_collection, output_pieces, positional_divisions
+from .frame_graph import Graph, as_collection, output_pieces, positional_divisions, wired_inputs
 from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core import frame_chunk
@@ -274,7 +274,7 @@ def sort_values_external(
         run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
         functions = external.frame_group_cuts, external.frame_group_merge, external.frame_chain
     dsk = {}
-    inputs = T.wired_inputs(dsk, df, tok) if codec is None else df.__dask_keys__()  # fixed-width frames have no object columns
+    inputs = wired_inputs(dsk, df, tok) if codec is None else df.__dask_keys__()  # fixed-width frames have no object columns
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])

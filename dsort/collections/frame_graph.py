@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import frame_chunk as F
+from ..core.frame_wire import wire
 from ..core.frame_keys import KeySpec
 from . import tasks as T
 
@@ -33,7 +34,7 @@ class Graph:
         self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
         self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths, runs, starts)
         self.dsk = {}
-        inputs = T.wired_inputs(self.dsk, df, token)
+        inputs = wired_inputs(self.dsk, df, token)
         # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
         sort = [
             self._add((T.name(T.SORT, token), g), F.sort_part, [T.ref(k) for k in inputs[a:b]], spec, widths, device, True)
@@ -152,6 +153,24 @@ def _is_key(x, dsk) -> bool:
         return x in dsk
     except TypeError:  # an array of cut rows: no key
         return False
+
+
+def wired_inputs(dsk: dict, df, token: str) -> list:
+    """The keys of frame ``df``'s partitions as a sort's runs take them: where its meta has object
+    columns (lists, arrays, dicts: pickled one value at a time when a partition moves to a run on
+    another worker), each partition is first wrapped where it is made (:func:`dsort.core.frame_wire.wire`,
+    a task each, added to ``dsk``), so it travels through Arrow; else the partitions themselves."""
+    import pandas as pd
+
+    keys = df.__dask_keys__()
+    meta = getattr(df, "_meta", None)
+    if not isinstance(meta, pd.DataFrame) or not any(d == np.dtype(object) for d in meta.dtypes):  # pandas' object columns only
+        return keys
+    layer = T.name(T.WIRE, token)
+    out = [(layer, i) for i in range(len(keys))]
+    for k, key in zip(out, keys):
+        dsk[k] = T.task(k, wire, T.ref(key))
+    return out
 
 
 def output_pieces(dsk: dict, token: str, merges, groups, sizes, piece=F.piece) -> list:

@@ -65,27 +65,6 @@ def alias(key, target) -> Alias:
     return Alias(key, target)
 
 
-def wired_inputs(dsk: dict, df, token: str) -> list:
-    """The keys of frame ``df``'s partitions as a sort's runs take them: where its meta has object
-    columns (lists, arrays, dicts: pickled one value at a time when a partition moves to a run on
-    another worker), each partition is first wrapped where it is made (:func:`dsort.core.frame_wire.wire`,
-    a task each, added to ``dsk``), so it travels through Arrow; else the partitions themselves."""
-    import numpy as np
-    import pandas as pd
-
-    from ..core.frame_wire import wire
-
-    keys = df.__dask_keys__()
-    meta = getattr(df, "_meta", None)
-    if not isinstance(meta, pd.DataFrame) or not any(d == np.dtype(object) for d in meta.dtypes):  # pandas' object columns only
-        return keys
-    layer = name(WIRE, token)
-    out = [(layer, i) for i in range(len(keys))]
-    for k, key in zip(out, keys):
-        dsk[k] = task(k, wire, ref(key))
-    return out
-
-
 def needed(dsk: dict, outputs) -> dict:
     """The tasks of ``dsk`` that the keys ``outputs`` need (themselves, and what they take within
     ``dsk``, at any depth). A collection's graph holds these only: a task no output takes would
