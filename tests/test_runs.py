@@ -1,5 +1,6 @@
 """dsort.core.runs: the run store (memory and disk tiers, slices read back), layouts, file helpers."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -405,24 +406,32 @@ def test_a_lost_run_is_made_again_once_however_many_ask(tmp_path):
     assert made == [9] and len({id(g) for g in got}) == 1
 
 
-def test_a_remote_read_that_never_comes_back_is_made_again_here(tmp_path, monkeypatch):
-    """A merge's slices of another worker's run, read there: where that read does not come back
-    within REMOTE_READ_SECONDS (the worker alive), the run is made again here and read, as for a
-    lost worker; the sort goes on rather than waiting for ever."""
+@contextlib.contextmanager
+def _reading_across(tmp_path, monkeypatch, read):
+    """Two in-process workers whose remote reads are ``read`` (and late after 1 s): ``(client,
+    a, b, cfg, a run of b's)``."""
     distributed = pytest.importorskip("distributed")
     import dask
 
     monkeypatch.setattr(R, "REMOTE_READ_SECONDS", 1.0)
-    monkeypatch.setattr(R, "read_slices", _read_too_late)
+    monkeypatch.setattr(R, "read_slices", read)
     cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4)
-    rows = np.arange(40, dtype=np.uint8).reshape(10, 4)
     with (
         dask.config.set({"dsort.read-runs-where-they-are": True}),
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
         a, b = sorted(client.scheduler_info()["workers"])
-        theirs = R.Run(cfg.job, 3, 10, "disk", path=str(tmp_path / "theirs"), worker=b)
+        yield client, a, b, cfg, R.Run(cfg.job, 3, 10, "disk", path=str(tmp_path / "theirs"), worker=b)
+    R.drop(cfg.job, cfg.directory)
+
+
+def test_a_remote_read_that_never_comes_back_is_made_again_here(tmp_path, monkeypatch):
+    """A merge's slices of another worker's run, read there: where that read does not come back
+    within REMOTE_READ_SECONDS (the worker alive), the run is made again here and read, as for a
+    lost worker; the sort goes on rather than waiting for ever."""
+    rows = np.arange(40, dtype=np.uint8).reshape(10, 4)
+    with _reading_across(tmp_path, monkeypatch, _read_too_late) as (client, a, b, cfg, theirs):
 
         def merge_on_a():
             s = R.store(cfg)
@@ -430,7 +439,22 @@ def test_a_remote_read_that_never_comes_back_is_made_again_here(tmp_path, monkey
 
         got = client.submit(merge_on_a, workers=[a], pure=False).result(timeout=60)
     np.testing.assert_array_equal(got[0], rows[2:5])
-    R.drop(cfg.job, cfg.directory)
+
+
+@pytest.mark.parametrize("read", ["late", "fails"])
+def test_a_remote_read_that_cannot_be_made_again_says_why(tmp_path, monkeypatch, read):
+    """A remote read with no way to make its run again (``recover`` None) fails with an OSError
+    that names the worker and why: the read's own error, or, when it does not come back (asked
+    once more first), what that worker was doing (the task's state, its threads)."""
+    with _reading_across(tmp_path, monkeypatch, _read_too_late if read == "late" else _read_fails) as (client, a, b, cfg, theirs):
+        f = client.submit(lambda: R.store(cfg).fetch_remote([(theirs, 2, 5)]), workers=[a], pure=False)
+        with pytest.raises(OSError, match=f"run 3 was on worker {b}") as e:
+            f.result(timeout=60)
+    if read == "late":  # asked twice, then failed with what the worker was doing
+        said = str(e.value)  # the first read still holds the worker's one thread: the second waits for it
+        assert "did not read it within 1 s (its task ready, 1 executing" in said and "_read_too_late" in said
+    else:
+        assert "read failed: FileNotFoundError: no such run" in str(e.value)
 
 
 def _read_too_late(config, items):
@@ -438,3 +462,7 @@ def _read_too_late(config, items):
 
     time.sleep(4)  # past REMOTE_READ_SECONDS: the reader has made the run again meanwhile
     return [np.full((3, 4), 255, np.uint8) for _ in items]  # not the rows: a reader that waited would take these
+
+
+def _read_fails(config, items):
+    raise FileNotFoundError("no such run")

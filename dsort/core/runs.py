@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import logging
 import os
 import shutil
 import sys
@@ -52,8 +53,9 @@ RECOVERIES = 2  # times a read makes its lost runs again before it fails
 # A merge waits at most this long for another worker to read its slices of that worker's runs
 # (then makes those runs again itself, or fails saying so): a read that never comes back (seen
 # twice in 2026-11-27's runs of tests/test_two_pass.py on the 2-core machine, cause not found)
-# must not hang the sort.
+# must not hang the sort; where nothing can make them again, the read is asked once more.
 REMOTE_READ_SECONDS = 120.0
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -475,43 +477,51 @@ class RunStore:
             by_worker.setdefault(run.worker, []).append(i)
         got = {}
         with worker_client() as client:
+
+            def ask(w):  # a read task pinned to worker w, and when it is late
+                items = [(remote[i][0], int(remote[i][1]), int(remote[i][2])) for i in by_worker[w]]
+                key = f"dsort-slices-{self.config.job}-{uuid.uuid4().hex}"
+                f = client.submit(read_slices, self.config, items, workers=[w], allow_other_workers=False, key=key)
+                return f, time.monotonic() + REMOTE_READ_SECONDS
+
             alive = set(client.scheduler_info()["workers"])
-            futures = {
-                w: client.submit(
-                    read_slices,
-                    self.config,
-                    [(remote[i][0], int(remote[i][1]), int(remote[i][2])) for i in idx],
-                    workers=[w],
-                    allow_other_workers=False,
-                    key=f"dsort-slices-{self.config.job}-{uuid.uuid4().hex}",
-                )
-                for w, idx in by_worker.items()
-                if w in alive
-            }
-            deadline = time.monotonic() + REMOTE_READ_SECONDS
+            futures = {w: ask(w) for w in by_worker if w in alive}
+            why = {w: "which is gone" for w in by_worker if w not in futures}
+            asked_again: set = set()
             while futures:
                 try:
-                    wait(list(futures.values()), timeout=min(10, REMOTE_READ_SECONDS))
+                    wait([f for f, _ in futures.values()], timeout=min(10, REMOTE_READ_SECONDS))
                 except TimeoutError:  # still running, or waiting for a worker that died: look again
                     pass
                 alive = set(client.scheduler_info()["workers"])
-                late = time.monotonic() > deadline
-                for w, f in list(futures.items()):
+                for w, (f, deadline) in list(futures.items()):
                     if f.status == "finished":
                         try:
                             got.update(zip(by_worker[w], f.result(timeout=REMOTE_READ_SECONDS)))
                         except TimeoutError:  # its result does not come: made again below
+                            why[w] = f"whose result did not come within {REMOTE_READ_SECONDS:g} s"
                             f.cancel()
-                    elif f.status == "error" or w not in alive or late:
-                        f.cancel()  # its worker died meanwhile, or does not read them: its runs are made again below
+                    elif f.status == "error":
+                        why[w] = f"whose read failed: {type(f.exception()).__name__}: {f.exception()}"
+                        f.cancel()
+                    elif w not in alive:
+                        why[w] = "which is gone"
+                        f.cancel()  # its worker died meanwhile: its runs are made again below
+                    elif time.monotonic() > deadline:
+                        why[w] = f"which did not read it within {REMOTE_READ_SECONDS:g} s ({_doing(client, w, f.key)})"
+                        f.cancel()
+                        if recover is None and w not in asked_again:  # nothing to make them again with: asked once more
+                            logger.warning("run slices asked of worker %s: %s; asked again", w, why[w])
+                            asked_again.add(w)
+                            futures[w] = ask(w)
+                            continue
                     else:
                         continue
                     del futures[w]
         lost = {i: it for i, it in remote.items() if i not in got}
         for run, _, _ in lost.values():
             if recover is None:
-                why = f"which is gone or did not read it within {REMOTE_READ_SECONDS:g} s"
-                raise OSError(f"run {run.index} was on worker {run.worker}, {why}")
+                raise OSError(f"run {run.index} was on worker {run.worker}, {why.get(run.worker, 'which did not read it')}")
         with seceded() if lost else contextlib.nullcontext():  # as read_many makes lost runs
             for i, (run, lo, hi) in lost.items():
                 got[i] = self.read(self.recover_once(run.index, recover), lo, hi)
@@ -642,6 +652,33 @@ def read_where_it_is(run: Run, path: str, read, *args):
             raise OSError(f"{path} was on worker {run.worker}, which is gone")
         key = f"dsort-slices-{run.job}-{uuid.uuid4().hex}"
         return client.submit(read, path, *args, workers=[run.worker], allow_other_workers=False, key=key).result()
+
+
+def _doing(client, worker: str, key) -> str:
+    """What ``worker`` says of task ``key`` and of its threads (a read that does not come: the
+    reason it gives), in one line; asked in its event loop, so a worker whose threads are all busy
+    answers."""
+
+    def ask(dask_worker, key=key):
+        import traceback
+
+        st = dask_worker.state
+        ts = st.tasks.get(key)
+        frames = sys._current_frames()
+        threads = [
+            f"{t.name}: " + " < ".join(f"{f.name}:{f.lineno}" for f in traceback.extract_stack(frames[t.ident])[::-1][:4])
+            for t in threading.enumerate()
+            if t.ident in frames
+        ]
+        return (
+            f"its task {ts.state if ts else 'unknown there'}, {len(st.executing)} executing, {len(st.long_running)} seceded, "
+            f"{len(st.ready)} ready; threads: " + "; ".join(threads)
+        )
+
+    try:
+        return client.sync(client._run, ask, workers=[worker], callback_timeout=10)[worker]
+    except Exception as e:  # noqa: BLE001 (a diagnosis only)
+        return f"it did not say: {type(e).__name__}: {e}"
 
 
 def read_slices(config: StoreConfig, items) -> list:

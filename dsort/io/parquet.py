@@ -13,8 +13,8 @@ those :func:`dsort.dataframe.encode_keys` orders (numbers, decimals, booleans, s
 timestamps, dates, times, durations); any other is refused by name before any work
 (:func:`check_columns`).
 
-Checksum of a row: pandas' ``hash_pandas_object`` of its columns' value hashes (64 bits; rows
-vary in width, so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
+Checksum of a row: a 64-bit hash of its columns' values (:mod:`dsort.core.arrow_hash`: rows vary
+in width, so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..core import valsort
+from ..core import arrow_hash, valsort
 from ..collections import tasks
 from ._job import SortJob, each, per_block
 from ..core.errors import InputError
@@ -109,27 +109,12 @@ def read(files):
     return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label=tasks.READ), lens, schema
 
 
-_NULL_HASH = np.uint64(0x9E3779B97F4A7C15)
-
-
-def _column_hashes(s: pd.Series) -> np.ndarray:
-    """64-bit hashes of an Arrow-backed column's values that depend on the values alone, not on
-    the rest of the column (NumPy turns integers into floats where the column holds a null):
-    nulls one constant, nested values (lists, structs, maps) hashed as their ``repr``."""
+def row_hashes(df: pd.DataFrame) -> np.ndarray:
+    """One 64-bit hash a row of ``df`` (Arrow-backed columns), of its values alone
+    (:mod:`dsort.core.arrow_hash`)."""
     import pyarrow as pa
 
-    a = pa.array(s)
-    valid = a.is_valid().to_numpy(zero_copy_only=False)
-    a = a.filter(valid)
-    values = np.array([repr(v) for v in a.to_pylist()], object) if pa.types.is_nested(a.type) else a.to_numpy(zero_copy_only=False)
-    h = np.full(len(s), _NULL_HASH)
-    h[valid] = pd.util.hash_array(values)
-    return h
-
-
-def row_hashes(df: pd.DataFrame) -> np.ndarray:
-    columns = pd.DataFrame({i: _column_hashes(df[c]) for i, c in enumerate(df.columns)})
-    return pd.util.hash_pandas_object(columns, index=False).to_numpy(np.uint64)
+    return arrow_hash.row_hashes([pa.array(df[c]) for c in df.columns], len(df))
 
 
 def _tally(df) -> valsort.Summary:

@@ -1,0 +1,280 @@
+"""64-bit hashes of Arrow values, one per row, computed column by column in NumPy: no value is
+made a Python object, so a list, struct, decimal or string column costs about what its bytes do.
+
+A row's hash depends on its value alone: not on where it stands, how the array is sliced or
+chunked, or what the other rows hold. Equal values hash equal; nulls hash to one constant. The
+hash is a checksum's, not a cryptographic one: a sort's output must hold the input's rows, and the
+sum of the rows' hashes (:func:`dsort.core.valsort.exact_sum`) differs where a row is lost,
+doubled or changed.
+
+- fixed-width values (integers, floats, booleans, temporals, decimals, fixed-size binary): their
+  bits, word by word, through SplitMix64's finalizer;
+- strings and binaries: values of up to 16 bytes as two zero-padded words, longer ones a
+  polynomial over their bytes (each byte times a power of an odd constant by its place,
+  summed), folded with the length;
+- lists, large lists, maps and fixed-size lists: their elements' hashes, each mixed with its
+  place, summed per row with the length, mixed;
+- structs: their fields' hashes folded in field order; dictionaries: their values';
+- any other type (unions, run-end encoded arrays): the ``repr`` of each value (row by row).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NULL = np.uint64(0x9E3779B97F4A7C15)
+_K = np.uint64(0xFF51AFD7ED558CCD)  # odd: the polynomial's base and the fold's multiplier
+_LIST = np.uint64(0xC2B2AE3D27D4EB4F)
+_BYTES = np.uint64(0x165667B19E3779F9)
+_STRUCT = np.uint64(0x27D4EB2F165667C5)
+_ROW = np.uint64(0x85EBCA77C2B2AE63)
+_CHUNK_BYTES = 1 << 22  # bytes hashed at once: the byte polynomial holds 24 bytes of work a byte
+
+
+def mix(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """SplitMix64's finalizer of every uint64 of ``x``: into ``out`` (``x`` itself may be given),
+    else a new array."""
+    x = np.asarray(x, np.uint64)
+    out = x.copy() if out is None else (out if out is x else np.copyto(out, x) or out)
+    t = np.empty_like(out)
+    with np.errstate(over="ignore"):
+        np.right_shift(out, np.uint64(30), out=t)
+        out ^= t
+        out *= np.uint64(0xBF58476D1CE4E5B9)
+        np.right_shift(out, np.uint64(27), out=t)
+        out ^= t
+        out *= np.uint64(0x94D049BB133111EB)
+        np.right_shift(out, np.uint64(31), out=t)
+        out ^= t
+    return out
+
+
+def _sums(x: np.ndarray) -> np.ndarray:
+    """``[0, x0, x0 + x1, ...]`` (uint64, wrapping): segment sums are differences of two."""
+    out = np.empty(len(x) + 1, np.uint64)
+    out[0] = 0
+    with np.errstate(over="ignore"):
+        np.cumsum(x, dtype=np.uint64, out=out[1:])
+    return out
+
+
+def _places(offsets: np.ndarray) -> np.ndarray:
+    """Each element's place in its list (or byte's in its value), for lists bounded by
+    ``offsets`` (from 0), as uint64."""
+    lengths = np.diff(offsets)
+    place = np.arange(int(offsets[-1]), dtype=np.int64)
+    place -= np.repeat(offsets[:-1], lengths)
+    return place.view(np.uint64)
+
+
+def hashes(array) -> np.ndarray:
+    """One uint64 a row of ``array`` (a pyarrow Array or ChunkedArray, or anything ``pa.array``
+    takes)."""
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        parts = [hashes(c) for c in array.chunks]
+        return np.concatenate(parts) if parts else np.empty(0, np.uint64)
+    if not isinstance(array, pa.Array):
+        array = pa.array(array)
+    h = _values(array)
+    if array.null_count:
+        h[~array.is_valid().to_numpy(zero_copy_only=False)] = NULL
+    return h
+
+
+def row_hashes(columns, rows: int) -> np.ndarray:
+    """One uint64 a row of the columns ``columns`` (each as :func:`hashes` takes it, all
+    ``rows`` long), folded in column order."""
+    acc = np.full(rows, _ROW)
+    with np.errstate(over="ignore"):
+        for c in columns:
+            acc *= _K
+            acc += hashes(c)
+            mix(acc, out=acc)
+    return acc
+
+
+def _values(a) -> np.ndarray:
+    """Hashes of every row of ``a``, nulls included (as whatever their slots hold)."""
+    import pyarrow as pa
+    import pyarrow.types as t
+
+    typ = a.type
+    n = len(a)
+    if n == 0:
+        return np.empty(0, np.uint64)
+    if t.is_null(typ):
+        return np.full(n, NULL)
+    if isinstance(typ, pa.ExtensionType):
+        return _values(a.storage)
+    if t.is_dictionary(typ):
+        values = np.append(hashes(a.dictionary), NULL)  # a null index: the last (the dictionary may be empty)
+        return values[a.indices.cast(pa.int64()).fill_null(len(a.dictionary)).to_numpy(zero_copy_only=False)]
+    if t.is_boolean(typ):
+        bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[a.offset : a.offset + n]
+        return mix(bits.astype(np.uint64) + _K)
+    if t.is_string(typ) or t.is_binary(typ) or t.is_large_string(typ) or t.is_large_binary(typ):
+        return _bytes(a)
+    if t.is_string_view(typ) or t.is_binary_view(typ):
+        return _bytes(a.cast(pa.large_string() if t.is_string_view(typ) else pa.large_binary()))
+    if t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ):
+        offsets = a.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        child = _child(a)
+        return _lists(hashes(child.slice(offsets[0], offsets[-1] - offsets[0])), offsets - offsets[0])
+    if t.is_fixed_size_list(typ):
+        k = typ.list_size
+        child = a.values.slice(a.offset * k, n * k)
+        return _lists(hashes(child), np.arange(n + 1, dtype=np.int64) * k)
+    if t.is_struct(typ):
+        return _fold(np.full(n, _STRUCT), [hashes(f) for f in a.flatten()])
+    width = _fixed_width(typ)
+    if width:
+        raw = np.frombuffer(a.buffers()[1], np.uint8)[a.offset * width : (a.offset + n) * width].reshape(n, width)
+        return _words(raw)
+    import pandas as pd
+
+    return pd.util.hash_array(np.array([repr(v) for v in a.to_pylist()], object)).astype(np.uint64)
+
+
+def _child(a):
+    """The flattened values of a list or map array (all of them: the slice is taken by offsets)."""
+    import pyarrow as pa
+
+    if isinstance(a, pa.MapArray):
+        return pa.StructArray.from_arrays([a.keys, a.items], fields=[a.type.key_field, a.type.item_field])
+    return a.values
+
+
+def _fixed_width(typ) -> int:
+    """Bytes a value of a fixed-width type takes (0 for any other type or a bit-packed one)."""
+    try:
+        bits = typ.bit_width
+    except ValueError:
+        return 0
+    return bits // 8 if bits % 8 == 0 else 0
+
+
+def _fold(acc: np.ndarray, parts) -> np.ndarray:
+    """``acc`` with each of ``parts`` (uint64 arrays) folded in, in order, mixed each time."""
+    with np.errstate(over="ignore"):
+        for h in parts:
+            acc *= _K
+            acc += h
+            mix(acc, out=acc)
+    return acc
+
+
+def _words(raw: np.ndarray) -> np.ndarray:
+    """Hashes of ``(n, width)`` uint8 rows: their bytes as uint64 words, folded."""
+    n, width = raw.shape
+    if width in (1, 2, 4, 8):
+        h = np.ascontiguousarray(raw).view(f"<u{width}").reshape(n).astype(np.uint64)
+        h ^= _BYTES
+        return mix(h, out=h)
+    padded = np.zeros((n, -(-width // 8) * 8), np.uint8)
+    padded[:, :width] = raw
+    words = padded.view("<u8")
+    return _fold(mix(words[:, 0] ^ _BYTES), [words[:, j] for j in range(1, words.shape[1])])
+
+
+def _powers(n: int) -> np.ndarray:
+    """``_K ** i`` for ``i < n`` (modulo 2**64)."""
+    p = np.full(max(n, 1), _K)
+    p[0] = 1
+    with np.errstate(over="ignore"):
+        return np.cumprod(p, dtype=np.uint64)
+
+
+def _bytes(a) -> np.ndarray:
+    """Hashes of a string or binary array's values, each mixed with its length: values of up to
+    16 bytes as two words (zero-padded), folded; longer ones a polynomial over their bytes (each
+    times a power of an odd constant by its place, summed)."""
+    n = len(a)
+    big = a.type.id in (_large_ids())
+    offsets = np.frombuffer(a.buffers()[1], np.int64 if big else np.int32)[a.offset : a.offset + n + 1].astype(np.int64)
+    data = a.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
+    lengths = np.diff(offsets)
+    out = lengths.view(np.uint64) + _BYTES
+    mix(out, out=out)
+    short = lengths <= 16
+    every = bool(short.all())
+    rows = np.arange(n) if every else np.flatnonzero(short)
+    if len(rows):
+        out[rows] = _fold(out[rows], _padded_words(data, offsets, rows))
+    if not every:
+        rows = np.flatnonzero(~short)
+        out[rows] = _fold(out[rows], [_polynomial(data, offsets, rows)])
+    return out
+
+
+def _gather_bytes(data, offsets, rows):
+    """``(bytes, bounds)``: the bytes of values ``rows`` end to end, and their bounds in them
+    (from 0)."""
+    starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
+    bounds = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
+    src = _places(bounds).view(np.int64)
+    src += np.repeat(starts, lengths)
+    return data[src], bounds
+
+
+_LOW = np.array([(1 << (8 * min(k, 8))) - 1 for k in range(17)], np.uint64)  # the bytes of a word that a value of k bytes fills
+_HIGH = np.array([(1 << (8 * max(k - 8, 0))) - 1 for k in range(17)], np.uint64)
+
+
+def _padded_words(data, offsets, rows) -> list:
+    """Values ``rows`` (each of at most 16 bytes) zero-padded to 16 bytes: two uint64 words,
+    read at each value's start from the bytes seen as words at every byte offset."""
+    base, end = int(offsets[0]), int(offsets[-1])  # the bytes of this array (a slice may hold fewer than its buffer)
+    padded = np.zeros(((end - base) // 8 + 3) * 8, np.uint8)  # two words past the last byte
+    padded[: end - base] = data[base:end]
+    at_any_byte = np.lib.stride_tricks.as_strided(padded.view(np.uint64), shape=(end - base + 9,), strides=(1,), writeable=False)
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    starts = starts - base
+    low, high = at_any_byte[starts], at_any_byte[starts + 8]
+    low &= _LOW[lengths]
+    high &= _HIGH[lengths]
+    return [low, high]
+
+
+def _polynomial(data, offsets, rows) -> np.ndarray:
+    """A polynomial over the bytes of each of values ``rows``, in blocks of about
+    :data:`_CHUNK_BYTES` bytes (at least one value)."""
+    got, bounds = _gather_bytes(data, offsets, rows)
+    out = np.empty(len(rows), np.uint64)
+    powers = _powers(int(np.diff(bounds).max()) if len(rows) else 0)
+    r = 0
+    while r < len(rows):
+        e = min(max(int(np.searchsorted(bounds, bounds[r] + _CHUNK_BYTES, "right")) - 1, r + 1), len(rows))
+        lo, hi = int(bounds[r]), int(bounds[e])
+        d = got[lo:hi].astype(np.uint64)
+        d += np.uint64(1)
+        with np.errstate(over="ignore"):
+            d *= powers[_places(bounds[r : e + 1] - lo).view(np.int64)]
+            sums = _sums(d)
+            out[r:e] = sums[bounds[r + 1 : e + 1] - lo] - sums[bounds[r:e] - lo]
+        r = e
+    return out
+
+
+def _large_ids() -> tuple:
+    import pyarrow as pa
+
+    return (pa.large_string().id, pa.large_binary().id)
+
+
+def _lists(child: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Hashes of lists whose elements' hashes are ``child`` and whose bounds in it are
+    ``offsets`` (from 0): each element mixed with its place, summed per list, mixed with the length."""
+    each = _places(offsets)
+    with np.errstate(over="ignore"):
+        each *= _LIST
+        each += child
+        mix(each, out=each)
+        sums = _sums(each)
+        per_row = sums[offsets[1:]] - sums[offsets[:-1]]
+        per_row ^= mix(np.diff(offsets).view(np.uint64) + _LIST)
+    return mix(per_row, out=per_row)
