@@ -52,3 +52,16 @@ def write_json(path, rows, **meta):
     }
     with open(path, "w") as f:
         json.dump(doc, f, indent=2)
+
+
+def present_peers(spec: str) -> list:
+    """The peers named in ``spec`` (comma separated) that this machine has: DuckDB is left out,
+    saying so, where its Python module is missing."""
+    peers = [x for x in spec.split(",") if x]
+    if "duckdb" in peers:
+        try:
+            import duckdb  # noqa: F401
+        except ImportError:
+            print("duckdb is not installed: skipped (pip install duckdb)")
+            peers.remove("duckdb")
+    return peers

@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import print_table, write_json  # noqa: E402
+from _common import present_peers, print_table, write_json  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PY = sys.executable
@@ -145,13 +145,7 @@ def main(argv=None):
     if not args.no_floor:
         write_bw, read_bw = disk_floor(work, min(size, 4 << 30))
         print(f"disk: write+fsync {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s", flush=True)
-    peers = [x for x in args.peers.split(",") if x]
-    if "duckdb" in peers:
-        try:
-            import duckdb  # noqa: F401
-        except ImportError:
-            print("duckdb is not installed: skipped (pip install duckdb)")
-            peers.remove("duckdb")
+    peers = present_peers(args.peers)
     rows = []
     for case in args.cases.split(","):
         limit = int(size * {"ooc": args.fraction, "tiny": args.tiny_fraction}[case]) if case in ("ooc", "tiny") else None

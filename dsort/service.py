@@ -161,7 +161,9 @@ def sort_files(
                 n_workers,
                 threads_per_worker,
                 memory_limit,
+                device_memory_limit,
                 local_directory,
+                cpu,
                 progress,
                 stream,
                 clock,
@@ -471,26 +473,30 @@ def _sort_parquet(
     n_workers,
     threads_per_worker,
     memory_limit,
+    device_memory_limit,
     local_directory,
+    cpu,
     progress,
     stream,
     clock,
     startup,
 ):
-    """Parquet rows by columns: the dataframe sort (:func:`dsort.dataframe.sort_values`) over row
-    groups, on the embedded threads or the cluster: in memory (one part per row group) where
-    ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, else through runs under
-    ``local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
+    """Parquet rows by columns (:func:`dsort.io.parquet.sort_job`), on the embedded threads or the
+    cluster: the columnar sort in memory (one part per row group) where
+    ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, its keys ordered on
+    one GPU unless ``cpu`` (as :func:`sort_files` chose it); else the dataframe sort through runs
+    under ``local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
 
     from . import io
     from .io import parquet
 
     t0 = clock[0]
-    res = (
-        resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True)
-        if client is None
-        else None
-    )
+    res = None
+    if client is None and cpu:
+        res = resources(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit, cpu=True)
+    elif client is None:  # only the keys go to a GPU: one (where any is visible) orders them
+        limits = {"threads_per_worker": threads_per_worker, "memory_limit": memory_limit, "device_memory_limit": device_memory_limit}
+        res = resources(n_workers=1, cpu=cpu, **limits)
     where = res.described if res else f"the cluster at {client.scheduler.address}"
     if res:
         memory = res.host_budget
@@ -501,7 +507,14 @@ def _sort_parquet(
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:
         try:
             job = parquet.sort_job(
-                files, tmp, by=by, descending=descending, external=external, local_directory=local_directory or out.parent
+                files,
+                tmp,
+                by=by,
+                descending=descending,
+                external=external,
+                local_directory=local_directory or out.parent,
+                device="gpu" if res is not None and res.gpus else None,
+                cluster=client is not None,
             )
             print(f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {input} into {out}", file=stream)
             print(f"on {where}" + ("; through runs on disk (more than fits in memory)" if external else ""), file=stream)

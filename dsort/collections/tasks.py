@@ -166,11 +166,19 @@ def each(phase: str, token: str, func, rows, dependencies=()) -> list:
     is ``func(*rows[i])``, key ``(PHASE-TOKEN, i)``; returned as ``dask.delayed.Delayed``
     handles, in order, for ``dask.compute`` or a client. ``dependencies``: the dask collections
     whose tasks the references name."""
+    layer = name(phase, token)
+    keys = [(layer, i) for i in range(len(rows))]
+    return handles({k: task(k, func, *row) for k, row in zip(keys, rows)}, keys, layer, dependencies)
+
+
+def handles(dsk: dict, keys, layer: str | None = None, dependencies=()) -> list:
+    """``dask.delayed.Delayed`` handles of the tasks ``keys`` of the graph ``dsk`` (one layer,
+    ``layer`` or named after the first key), in order, for ``dask.compute`` or a client.
+    ``dependencies``: the dask collections whose tasks ``dsk`` refers to."""
     from dask.delayed import Delayed
     from dask.highlevelgraph import HighLevelGraph
 
-    layer = name(phase, token)
-    keys = [(layer, i) for i in range(len(rows))]
-    dsk = {k: task(k, func, *row) for k, row in zip(keys, rows)}
+    keys = list(keys)
+    layer = layer or (keys[0][0] if keys and isinstance(keys[0], tuple) else str(keys[0]) if keys else "dsort-empty")
     graph = HighLevelGraph.from_collections(layer, dsk, dependencies=list(dependencies))
     return [Delayed(k, graph, layer=layer) for k in keys]

@@ -1,5 +1,12 @@
-"""Parquet: read by row groups (one bounded partition each), sorted by columns with
-:func:`dsort.dataframe.sort_values`, written as a directory of parts in order plus a manifest.
+"""Parquet: read by row groups, sorted by columns, written as a directory of parts in order plus a
+manifest.
+
+Where the files fit in memory, the sort is columnar (:mod:`dsort.core.table_chunk`): each row group
+is read as an Arrow table, only its key columns are encoded and sorted by the engine, and every
+column moves by Arrow's ``take``; the cuts are the dataframe sort's, from the keys alone; each
+output part merges its slices of every sorted row group and is written by the task that merged it.
+Beyond memory (or on a cluster, whose workers would otherwise take whole row groups to every
+merge) the row groups are the partitions of :func:`dsort.dataframe.sort_values`, external.
 
 The output directory holds ``part-00000.parquet``, ``part-00001.parquet``, ... (the sorted rows in
 that order, one part per input row group) and ``_dsort.json``: the parts in order with their row
@@ -22,10 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
-from ..core import arrow_hash, valsort
 from ..collections import tasks
 from ._job import SortJob, each, per_block
 from ..core.errors import InputError
@@ -65,14 +70,12 @@ def row_groups(files) -> tuple[list[tuple[str, int]], list[int], object]:
 
 def check_columns(by, schema, where) -> None:
     """Refuse sort columns that ``schema`` lacks, or whose type dsort does not order."""
-    from ..collections.dataframe import encode_keys
-
     names = list(schema.names) if schema is not None else []
     missing = [c for c in by if c not in names]
     if missing:
         raise InputError(f"{where}: no column {', '.join(map(repr, missing))}; its columns are {', '.join(names) or '(none)'}")
     try:
-        encode_keys(frame(schema.empty_table()), by)
+        _spec(schema, by, [True] * len(by), "last")
     except TypeError as e:
         raise InputError(f"{where}: {e}") from None
 
@@ -89,15 +92,8 @@ def frame(table) -> pd.DataFrame:
 
 
 def read_row_group(part) -> pd.DataFrame:
-    import pyarrow as pa
-
-    path, group = part
-    try:
-        table = _open(path).read_row_group(group)
-    except (OSError, pa.ArrowException) as e:  # a damaged page: the header and footer read fine
-        detail = " ".join("".join(c if c.isprintable() else " " for c in str(e)).split())  # one line
-        raise InputError(f"{path}: row group {group} is damaged ({detail})") from None
-    return frame(table)
+    """Row group ``(path, index)`` as pandas (:func:`frame`)."""
+    return frame(read_table(part))
 
 
 def read(files):
@@ -109,65 +105,167 @@ def read(files):
     return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label=tasks.READ), lens, schema
 
 
-def row_hashes(df: pd.DataFrame) -> np.ndarray:
-    """One 64-bit hash a row of ``df`` (Arrow-backed columns), of its values alone
-    (:mod:`dsort.core.arrow_hash`)."""
+def read_table(part):
+    """Row group ``(path, index)`` as an Arrow table; an :class:`InputError` that names it where a
+    page is damaged (the header and footer read fine)."""
     import pyarrow as pa
 
-    return arrow_hash.row_hashes([pa.array(df[c]) for c in df.columns], len(df))
+    path, group = part
+    try:
+        return _open(path).read_row_group(group)
+    except (OSError, pa.ArrowException) as e:
+        detail = " ".join("".join(c if c.isprintable() else " " for c in str(e)).split())  # one line
+        raise InputError(f"{path}: row group {group} is damaged ({detail})") from None
 
 
-def _tally(df) -> valsort.Summary:
-    nbytes = int(df.memory_usage(index=False, deep=False).sum())
-    return valsort.Summary(records=len(df), checksum=valsort.exact_sum(row_hashes(df)), bytes=nbytes)
+def write_part(table, path) -> None:
+    """``table`` as one Parquet file, without pandas' metadata; dictionary pages for string and
+    binary columns only (a dictionary of numbers is tried, then dropped, at some cost)."""
+    import pyarrow.parquet as pq
+    import pyarrow.types as t
+
+    kinds = (t.is_string, t.is_large_string, t.is_binary, t.is_large_binary)
+    words = [f.name for f in table.schema if any(k(f.type) for k in kinds)]
+    pq.write_table(table.replace_schema_metadata(None), path, use_dictionary=words)
 
 
-def summarize(df, by, ascending, na_position) -> valsort.Summary:
-    """One part's summary: its order checked on keys encoded at its own string widths (no pass over
-    the data comes first); its first and last rows' ``by`` values kept as small frames, which
-    :func:`comparable` encodes at one width for the checks across parts."""
-    from ..collections.dataframe import encode_keys
+def _spec(schema, by, ascending, na_position, files=()):
+    """The sort's key (:func:`dsort.core.table_chunk.spec_of`); keyed by words where ``files``'
+    statistics say that their one key column holds no null."""
+    from ..core import table_chunk as TC
 
-    keys = encode_keys(df, by, ascending, na_position)
-    s = valsort.summarize(keys, checksums=row_hashes(df), nbytes=int(df.memory_usage(index=False, deep=False).sum()))
-    if len(df):
-        s.first_key, s.last_key = df[list(by)].iloc[:1], df[list(by)].iloc[-1:]
-    return s
+    return TC.spec_of(schema, by, ascending, na_position, no_nulls=bool(files) and len(by) == 1 and _no_nulls(files, by[0]))
+
+
+def _no_nulls(files, column) -> bool:
+    """Whether every row group of ``files`` says in its statistics that ``column`` holds no null."""
+    for f in files:
+        meta = _open(f).metadata
+        leaves = [meta.schema.column(i).path for i in range(meta.num_columns)]  # nested columns have several
+        if column not in leaves:
+            return False
+        for g in range(meta.num_row_groups):
+            stats = meta.row_group(g).column(leaves.index(column)).statistics
+            if stats is None or not stats.has_null_count or stats.null_count:
+                return False
+    return True
+
+
+def _table(df, schema):
+    """A pandas partition of :func:`read` back as an Arrow table of ``schema``."""
+    import pyarrow as pa
+
+    return pa.Table.from_arrays([pa.array(df[f.name]).cast(f.type) for f in schema], schema=schema)
+
+
+def _tally(df, schema):
+    from ..core import table_chunk as TC
+
+    return TC.tally(_table(df, schema))
+
+
+def _write(df, path, spec, schema):
+    from ..core import table_chunk as TC
+
+    table = _table(df, schema)
+    write_part(table, path)
+    return TC.summarize(table, spec)
+
+
+def _write_table(table, path, spec):
+    """An output part of the columnar sort written at ``path``; its summary."""
+    from ..core import table_chunk as TC
+
+    write_part(table, path)
+    return TC.summarize(table, spec)
+
+
+def _merge_parts(spec, device, p, cut, t, *parts):
+    """Output ``t`` of the columnar sort: its slices of every sorted row group (``parts``, whole:
+    the embedded threads share them), merged."""
+    from ..core import table_chunk as TC
+
+    return TC.merge(device, *[TC.piece(spec, part, p, cut, t, q) for q, part in enumerate(parts)])
 
 
 def comparable(summaries, by, ascending, na_position) -> list:
-    """``summaries`` of consecutive parts (:func:`summarize`) with their first and last rows encoded
-    as keys at one string width (the widest of those rows), so :func:`dsort.core.valsort.combine` can
-    compare each part's last key with the next one's first."""
-    from ..collections.dataframe import encode_keys
+    """``summaries`` of consecutive parts (:func:`dsort.core.table_chunk.summarize`) with their first
+    and last rows encoded as keys at one string width (the widest of those rows), so
+    :func:`dsort.core.valsort.combine` can compare each part's last key with the next one's first."""
+    from ..core import table_chunk as TC
+    from ..core.frame_keys import KeySpec
 
     ends = [s for s in summaries if s.records and s.first_key is not None]
     if not ends:
         return list(summaries)
-    keys = encode_keys(pd.concat([x for s in ends for x in (s.first_key, s.last_key)]), by, ascending, na_position)
-    for i, s in enumerate(ends):
-        s.first_key, s.last_key = keys[2 * i : 2 * i + 1], keys[2 * i + 1 : 2 * i + 2]
-    return list(summaries)
+    return TC.ends_comparable(summaries, KeySpec.of(ends[0].first_key, list(by), list(ascending), na_position))
 
 
-def _write(df, path, by, ascending, na_position, schema):
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+def _columnar(job, parts, tmp, names, spec, device, sliced: bool):
+    """The columnar sort's graph (:mod:`dsort.core.table_chunk`) into ``job``: read, checksum and
+    sort each row group; plan, windows and cuts; each output merged, then written. ``sliced``
+    (a cluster): each output's slice of each sorted row group is a task of its own, beside the
+    row group, so only the slices travel to the merges; else (the embedded threads, which share
+    the row groups) each merge takes its slices itself."""
+    from dask.base import tokenize
 
-    s = summarize(df, by, ascending, na_position)
-    pq.write_table(pa.Table.from_arrays([pa.array(df[f.name]).cast(f.type) for f in schema], schema=schema), path)  # no pandas metadata
-    return s
+    from ..core import frame_chunk as FC, table_chunk as TC
+
+    token = tokenize(parts, spec, device, str(tmp), sliced)
+    ref, n = tasks.ref, len(parts)
+
+    def key(phase, *i):
+        return (tasks.name(phase, token), *i) if i else tasks.name(phase, token)
+
+    dsk = {}
+
+    def add(k, func, *args):
+        dsk[k] = tasks.task(k, func, *args)
+
+    for i, part in enumerate(parts):
+        add(key(tasks.READ, i), read_table, part)
+        add(key(tasks.CHECKSUM_INPUT, i), TC.tally, ref(key(tasks.READ, i)))
+        add(key(tasks.SORT, i), TC.sort_part, ref(key(tasks.READ, i)), spec, device)
+        add(key(tasks.INFO, i), FC.info, ref(key(tasks.SORT, i)), len(names))
+    plan, cut = ref(key(tasks.PLAN)), ref(key(tasks.SPLITTERS))
+    add(key(tasks.PLAN), FC.make_plan, spec, len(names), None, *[ref(key(tasks.INFO, i)) for i in range(n)])
+    for i in range(n):
+        add(key(tasks.WINDOW, i), FC.window, spec, ref(key(tasks.SORT, i)), plan, i)
+    add(key(tasks.SPLITTERS), FC.cuts, plan, *[ref(key(tasks.WINDOW, i)) for i in range(n)])
+    for t, name in enumerate(names):
+        if sliced:
+            for q in range(n):
+                add(key(tasks.SLICE, t, q), TC.piece, spec, ref(key(tasks.SORT, q)), plan, cut, t, q)
+            add(key(tasks.MERGE, t), TC.merge, device, *[ref(key(tasks.SLICE, t, q)) for q in range(n)])
+        else:
+            add(key(tasks.MERGE, t), _merge_parts, spec, device, plan, cut, t, *[ref(key(tasks.SORT, q)) for q in range(n)])
+        add(key(tasks.WRITE, t), _write_table, ref(key(tasks.MERGE, t)), str(tmp / name), spec)
+    job.inputs = tasks.handles(dsk, [key(tasks.CHECKSUM_INPUT, i) for i in range(n)])
+    job.outputs = tasks.handles(dsk, [key(tasks.WRITE, t) for t in range(len(names))])
 
 
-def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last", external: bool = False, local_directory=None) -> SortJob:
-    """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``.
-    ``external``: through runs under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`),
-    in memory bounded by a row group, not the data; the parts are then balanced to within one row."""
-    from ..collections.dataframe import sort_values
-
-    df, lens, schema = read(files)
+def sort_job(
+    files,
+    tmp: Path,
+    *,
+    by,
+    descending: bool,
+    na_position: str = "last",
+    external: bool = False,
+    local_directory=None,
+    device=None,
+    cluster: bool = False,
+) -> SortJob:
+    """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``: the
+    columnar sort in memory, one output part per input row group; ``external``: through runs
+    under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`), in memory bounded by
+    a row group, not the data, the parts balanced to within one row. ``device="gpu"``: the keys
+    sorted and merged on the worker's GPU (the columnar sort). ``cluster``: the tasks run on a
+    dask cluster (the columnar sort's merges then take only their slices of the row groups)."""
+    parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     ascending = [not descending] * len(by)
+    spec = _spec(schema, by, ascending, na_position, files)
     n = sum(lens)
     job = SortJob(records=n, nbytes=sum(Path(f).stat().st_size for f in files))
     width = max(5, len(str(len(lens) - 1)))  # one width for all, so name order is part order
@@ -184,9 +282,7 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
             "parts": [{"path": p, "rows": int(s.records)} for p, s in zip(names, summaries)],
         }
         if n == 0:  # an empty input: one empty part keeps the schema
-            import pyarrow.parquet as pq
-
-            pq.write_table(schema.empty_table(), tmp / "part-00000.parquet")
+            write_part(schema.empty_table(), tmp / "part-00000.parquet")
             manifest["parts"] = [{"path": "part-00000.parquet", "rows": 0}]
         (tmp / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
 
@@ -194,22 +290,15 @@ def sort_job(files, tmp: Path, *, by, descending: bool, na_position: str = "last
     job.comparable = lambda summaries: comparable(summaries, by, ascending, na_position)
     if n == 0:
         return job
-    parts = df.to_delayed(optimize_graph=False)
-    if external:
-        out = sort_values(df, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=local_directory)
-    else:
-        out = sort_values(df, by, ascending=ascending, na_position=na_position)
-    job.inputs = per_block(tasks.CHECKSUM_INPUT, _tally, parts)
-    job.outputs = per_block(
-        tasks.WRITE,
-        _write,
-        out.to_delayed(optimize_graph=False),
-        each([str(tmp / p) for p in names]),
-        by,
-        ascending,
-        na_position,
-        schema,
-    )
+    if not external:
+        _columnar(job, parts, tmp, names, spec, device, sliced=cluster)
+        return job
+    from ..collections.dataframe import sort_values
+
+    df, _, _ = read(files)
+    out = sort_values(df, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=local_directory)
+    job.inputs = per_block(tasks.CHECKSUM_INPUT, _tally, df.to_delayed(optimize_graph=False), schema)
+    job.outputs = per_block(tasks.WRITE, _write, out.to_delayed(optimize_graph=False), each([str(tmp / p) for p in names]), spec, schema)
     return job
 
 
@@ -218,8 +307,10 @@ def manifest(path: Path) -> dict | None:
     return json.loads(m.read_text()) if m.is_file() else None
 
 
-def _check_part(part, by, ascending, na_position):
-    return summarize(read_row_group(part), by, ascending, na_position)
+def _check_part(part, spec):
+    from ..core import table_chunk as TC
+
+    return TC.summarize(read_table(part), spec)
 
 
 def check_order(*, by=None, descending: bool = False, na_position: str = "last", order=None) -> tuple:
@@ -250,5 +341,6 @@ def check_tasks(files, by, ascending, na_position) -> list:
 
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
-    token = tokenize(parts, by, ascending, na_position)
-    return tasks.each(tasks.CHECK, token, _check_part, [(p, by, ascending, na_position) for p in parts])
+    spec = _spec(schema, by, ascending, na_position)
+    token = tokenize(parts, spec)
+    return tasks.each(tasks.CHECK, token, _check_part, [(p, spec) for p in parts])

@@ -1,0 +1,154 @@
+"""Per-task functions of the columnar sort of Arrow tables (Parquet row groups): what one task does,
+as :mod:`dsort.core.frame_chunk` is for pandas frames. No dask, no files.
+
+Only the key columns are encoded (:class:`~dsort.core.frame_keys.KeySpec`, over a zero-copy
+pandas view of them) and sorted by the engine; every column, of any Arrow type (lists, structs,
+maps, decimals, dictionaries, strings), moves by Arrow's vectorized ``take``, never row by row.
+A sorted part (:class:`Sorted`) holds its rows in key order and their keys; the plan, samples,
+windows and exact cuts are the dataframe sort's (:mod:`dsort.core.frame_chunk`), which read a
+part's keys alone. Each output then takes its slice of every part (zero-copy) and merges them by
+their keys: stable, ties in part order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .. import engine as engines
+from . import arrow_hash, frame_chunk as FC, valsort
+from .frame_keys import KeySpec
+
+
+@dataclass
+class Sorted:
+    """One table sorted by its keys: its rows (an Arrow table) and their keys, in the same order."""
+
+    table: object
+    keys: np.ndarray
+    widths: tuple
+
+
+def key_frame(table, by):
+    """The columns ``by`` of an Arrow table as a pandas frame of Arrow-backed columns (no copy),
+    as :class:`~dsort.core.frame_keys.KeySpec` reads them."""
+    import pandas as pd
+
+    return pd.DataFrame({c: pd.Series(pd.arrays.ArrowExtensionArray(table[c]), copy=False) for c in by}, copy=False)
+
+
+def spec_of(schema, by, ascending, na_position, no_nulls: bool = False) -> KeySpec:
+    """The key of sorting tables of ``schema`` by ``by``; raises ``TypeError`` on a column whose
+    type it does not order, before any data is read. ``no_nulls``: the tables hold no null in the
+    key columns, so one column of integers, floats or booleans is keyed by words
+    (:meth:`KeySpec.words`), which sort as numbers."""
+    from dataclasses import replace
+
+    spec = KeySpec.of(key_frame(schema.empty_table(), by), list(by), list(ascending), na_position)
+    if no_nulls and len(spec.by) == 1:
+        typ = schema.field(spec.by[0]).type
+        dtype = typ.to_pandas_dtype() if _numbers(typ) else None
+        spec = replace(spec, word=np.dtype(dtype).name) if dtype is not None else spec
+    return spec
+
+
+def _numbers(typ) -> bool:
+    import pyarrow.types as t
+
+    return t.is_integer(typ) or t.is_boolean(typ) or t.is_float32(typ) or t.is_float64(typ)
+
+
+def take(table, order):
+    """``table``'s rows at ``order`` (positions), one column at a time by Arrow's ``take`` (a
+    column of several chunks joined first: Arrow's take of chunked columns joins them once per
+    call anyway)."""
+    import pyarrow as pa
+
+    idx = pa.array(np.asarray(order, np.int64))
+    cols = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in table.columns]
+    return pa.Table.from_arrays([_take_column(c, idx) for c in cols], schema=table.schema)
+
+
+def _take_column(col, idx):
+    """Arrow's ``take`` of one column; string and binary views, which it takes no rows of, as
+    large strings and binaries and back; any other type it lacks a kernel for, value by value."""
+    import pyarrow as pa
+
+    try:
+        return col.take(idx)
+    except pa.ArrowNotImplementedError:
+        wide = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}.get(col.type)
+        if wide is not None:
+            return col.cast(wide).take(idx).cast(col.type)
+        values = col.to_pylist()
+        return pa.array([values[i] for i in idx.to_pylist()], col.type)
+
+
+def sort_part(table, spec: KeySpec, device=None) -> Sorted:
+    """A table sorted stably by its keys (their order on the worker's GPU with ``device="gpu"``:
+    the keys go there, the order comes back; the rows stay on the host). Keyed by words where the
+    spec says so (:attr:`KeySpec.word`: the caller knows the one key column holds no nulls) and
+    the sort is on the host, else by byte rows."""
+    if spec.word and device is None:
+        keys, widths = spec.words(key_frame(table, spec.by)), (0,)
+    else:
+        keys, widths = spec.encode(key_frame(table, spec.by))
+    order = FC._argsort(keys, device)
+    return Sorted(take(table, order), engines.take_rows(keys, order), widths)
+
+
+def piece(spec: KeySpec, part: Sorted, p: FC.Plan, cut, t: int, q: int):
+    """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``, the rows a view."""
+    a, b = int(cut[t, q]), int(cut[t + 1, q])
+    return part.table.slice(a, b - a), FC.part_keys(spec, part, p, a, b)
+
+
+def merge(device, *pieces):
+    """One output: its slices of every part (``(table, keys)``, in part order) merged by their keys."""
+    import pyarrow as pa
+
+    full = [(t, k) for t, k in pieces if len(t)]
+    if not full:
+        return pieces[0][0]
+    if len(full) == 1:
+        return full[0][0]
+    order = FC.merge_order([k for _, k in full], device)
+    return take(pa.concat_tables([t for t, _ in full]), order)
+
+
+def tally(table) -> valsort.Summary:
+    """A table's count, checksum (:func:`row_hashes`) and bytes."""
+    return valsort.Summary(records=len(table), checksum=valsort.exact_sum(row_hashes(table)), bytes=int(table.nbytes))
+
+
+def row_hashes(table) -> np.ndarray:
+    """One 64-bit hash a row of ``table``, of its values alone (:mod:`dsort.core.arrow_hash`)."""
+    return arrow_hash.row_hashes(table.columns, len(table))
+
+
+def summarize(table, spec: KeySpec) -> valsort.Summary:
+    """A sorted table's summary: its order checked on keys made again from its own columns (byte
+    rows at its own string widths, whatever the sort keyed by), its checksum and bytes, and its first and last rows' key columns (small
+    pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
+    tables)."""
+    keys, _ = spec.encode(key_frame(table, spec.by))
+    s = valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
+    if len(table):
+        s.first_key, s.last_key = key_frame(table.slice(0, 1), spec.by), key_frame(table.slice(len(table) - 1, 1), spec.by)
+    return s
+
+
+def ends_comparable(summaries, spec: KeySpec) -> list:
+    """``summaries`` of consecutive tables (:func:`summarize`) with their first and last rows
+    encoded as keys at one string width (the widest of those rows), so
+    :func:`dsort.core.valsort.combine` can compare each table's last key with the next one's first."""
+    import pandas as pd
+
+    ends = [s for s in summaries if s.records and s.first_key is not None]
+    if not ends:
+        return list(summaries)
+    keys, _ = spec.encode(pd.concat([x for s in ends for x in (s.first_key, s.last_key)], ignore_index=True))
+    for i, s in enumerate(ends):
+        s.first_key, s.last_key = keys[2 * i : 2 * i + 1], keys[2 * i + 1 : 2 * i + 2]
+    return list(summaries)
