@@ -207,6 +207,7 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
     n = 48_000
     df = pd.DataFrame({"k": rng.integers(0, 1_000, n), "v": np.arange(n)})
     with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),  # a stolen task put one partition on the other worker (CI)
         distributed.LocalCluster(n_workers=2, threads_per_worker=2, processes=True, dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
@@ -215,6 +216,8 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
         parts = [client.scatter(df.iloc[i], workers=[w]) for i, w in zip(np.array_split(np.arange(n), 32), at)]
         ddf = dd.from_delayed(parts, meta=df.iloc[:0], verify_meta=False).persist()  # each partition where its data is
         distributed.wait(ddf)
+        held = client.who_has(ddf)  # by the persisted results' keys, (name, partition)
+        assert [held[k][0] for k in sorted(held, key=lambda k: k[1])] == at  # the frame as laid out: the test's premise
         step = ddf.map_partitions(lambda p: p.assign(v=p["v"] + 0))
         owners = scale.partition_workers(step)
         assert owners == at
