@@ -317,7 +317,8 @@ def _cluster_options(p, embedded_only=False):
         dest="cpu",
         action="store_const",
         const=False,
-        help="sort on the GPUs even an input too small to pay for them (default: inputs under dsort.file-sort.gpu-min-input go to the CPU)",
+        help="sort on the GPUs even an input too small to pay for them (default: inputs under dsort.file-sort.gpu-min-input go "
+        "to the CPU; Parquet always, unless --gpu: only its keys would go to a GPU, which did not pay)",
     )
     g.add_argument(
         "--n-workers", type=_positive, help="workers: GPUs to use (default: one, dsort.file-sort.input-per-extra-gpu), or CPU workers"

@@ -119,7 +119,7 @@ def sort_files(
     ``n_workers``, ``threads_per_worker``, ``memory_limit`` (per worker), ``device_memory_limit``
     (per GPU; bytes or a fraction), ``cpu`` (True: no GPU; False: the GPUs, an error where none is
     visible; None: the GPUs, but inputs under ``dsort.file-sort.gpu-min-input`` on the CPU: see
-    :func:`on_cpu`). ``local_directory``: where runs that do not
+    :func:`on_cpu`; Parquet: the CPU, its keys on one GPU only with False). ``local_directory``: where runs that do not
     fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per block and output range
     (default: from the limits).
 
@@ -150,6 +150,8 @@ def sort_files(
         own_client = None
     try:
         if fmt == "parquet":
+            # Parquet sorts on the CPU unless --gpu: only its keys would go to a GPU, and on the 1x H100
+            # box that never paid (3e6 and 3e7 rows, BENCHMARKS.md section 8)
             return _sort_parquet(
                 input,
                 out,
@@ -163,7 +165,7 @@ def sort_files(
                 memory_limit,
                 device_memory_limit,
                 local_directory,
-                cpu,
+                cpu is not False,
                 progress,
                 stream,
                 clock,
@@ -484,7 +486,7 @@ def _sort_parquet(
     """Parquet rows by columns (:func:`dsort.io.parquet.sort_job`), on the embedded threads or the
     cluster: the columnar sort in memory (one part per row group) where
     ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, its keys ordered on
-    one GPU unless ``cpu`` (as :func:`sort_files` chose it); else the dataframe sort through runs
+    one GPU where ``cpu`` is False (``--gpu``); else the dataframe sort through runs
     under ``local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
 
     from . import io
