@@ -151,7 +151,7 @@ def sort_files(
     try:
         if fmt == "parquet":
             # Parquet sorts on the CPU unless --gpu: only its keys would go to a GPU, and on the 1x H100
-            # box that never paid (3e6 and 3e7 rows, BENCHMARKS.md section 8)
+            # box that never paid (3e6 and 3e7 rows, BENCHMARKS.md section 10)
             return _sort_parquet(
                 input,
                 out,
