@@ -8,14 +8,17 @@ sum of the rows' hashes (:func:`dsort.core.valsort.exact_sum`) differs where a r
 doubled or changed.
 
 - fixed-width values (integers, floats, booleans, temporals, decimals, fixed-size binary): their
-  bits, word by word, through SplitMix64's finalizer;
+  bits, one word as it is, several words folded and mixed (SplitMix64's finalizer);
 - strings and binaries: values of up to 16 bytes as two zero-padded words, longer ones a
   polynomial over their bytes (each byte times a power of an odd constant by its place,
-  summed), folded with the length;
-- lists, large lists, maps and fixed-size lists: their elements' hashes, each mixed with its
-  place, summed per row with the length, mixed;
+  summed), folded with the length and mixed;
+- lists, large lists, maps and fixed-size lists: a polynomial over their elements' hashes, then
+  the length;
 - structs: their fields' hashes folded in field order; dictionaries: their values';
 - any other type (unions, run-end encoded arrays): the ``repr`` of each value (row by row).
+
+A row's hash (:func:`row_hashes`) folds its columns' in order and mixes the result once: a
+column's hash need not be mixed, only tell its values apart.
 """
 
 from __future__ import annotations
@@ -85,14 +88,14 @@ def hashes(array) -> np.ndarray:
 
 def row_hashes(columns, rows: int) -> np.ndarray:
     """One uint64 a row of the columns ``columns`` (each as :func:`hashes` takes it, all
-    ``rows`` long), folded in column order."""
+    ``rows`` long): their values folded in column order (each times a power of an odd constant),
+    mixed once."""
     acc = np.full(rows, _ROW)
     with np.errstate(over="ignore"):
         for c in columns:
             acc *= _K
             acc += hashes(c)
-            mix(acc, out=acc)
-    return acc
+    return mix(acc, out=acc)
 
 
 def _values(a) -> np.ndarray:
@@ -113,7 +116,7 @@ def _values(a) -> np.ndarray:
         return values[a.indices.cast(pa.int64()).fill_null(len(a.dictionary)).to_numpy(zero_copy_only=False)]
     if t.is_boolean(typ):
         bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[a.offset : a.offset + n]
-        return mix(bits.astype(np.uint64) + _K)
+        return bits.astype(np.uint64) + _K
     if t.is_string(typ) or t.is_binary(typ) or t.is_large_string(typ) or t.is_large_binary(typ):
         return _bytes(a)
     if t.is_string_view(typ) or t.is_binary_view(typ):
@@ -127,7 +130,7 @@ def _values(a) -> np.ndarray:
         child = a.values.slice(a.offset * k, n * k)
         return _lists(hashes(child), np.arange(n + 1, dtype=np.int64) * k)
     if t.is_struct(typ):
-        return _fold(np.full(n, _STRUCT), [hashes(f) for f in a.flatten()])
+        return _fold(np.full(n, _STRUCT), [hashes(f) for f in a.flatten()], mixed=False)
     width = _fixed_width(typ)
     if width:
         raw = np.frombuffer(a.buffers()[1], np.uint8)[a.offset * width : (a.offset + n) * width].reshape(n, width)
@@ -155,23 +158,24 @@ def _fixed_width(typ) -> int:
     return bits // 8 if bits % 8 == 0 else 0
 
 
-def _fold(acc: np.ndarray, parts) -> np.ndarray:
-    """``acc`` with each of ``parts`` (uint64 arrays) folded in, in order, mixed each time."""
+def _fold(acc: np.ndarray, parts, mixed: bool = True) -> np.ndarray:
+    """``acc`` with each of ``parts`` (uint64 arrays) folded in, in order (times an odd constant,
+    plus the part), mixed each time where ``mixed`` (the words of one value: a linear fold of
+    several words would tie values whose words differ in step)."""
     with np.errstate(over="ignore"):
         for h in parts:
             acc *= _K
             acc += h
-            mix(acc, out=acc)
+            if mixed:
+                mix(acc, out=acc)
     return acc
 
 
 def _words(raw: np.ndarray) -> np.ndarray:
     """Hashes of ``(n, width)`` uint8 rows: their bytes as uint64 words, folded."""
     n, width = raw.shape
-    if width in (1, 2, 4, 8):
-        h = np.ascontiguousarray(raw).view(f"<u{width}").reshape(n).astype(np.uint64)
-        h ^= _BYTES
-        return mix(h, out=h)
+    if width in (1, 2, 4, 8):  # one word: the value itself (the row's hash mixes it)
+        return np.ascontiguousarray(raw).view(f"<u{width}").reshape(n).astype(np.uint64)
     padded = np.zeros((n, -(-width // 8) * 8), np.uint8)
     padded[:, :width] = raw
     words = padded.view("<u8")
@@ -197,16 +201,15 @@ def _bytes(a) -> np.ndarray:
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
     lengths = np.diff(offsets)
     out = lengths.view(np.uint64) + _BYTES
-    mix(out, out=out)
     short = lengths <= 16
-    every = bool(short.all())
-    rows = np.arange(n) if every else np.flatnonzero(short)
-    if len(rows):
-        out[rows] = _fold(out[rows], _padded_words(data, offsets, rows))
-    if not every:
+    if short.all():
+        out = _fold(out, _padded_words(data, offsets, np.arange(n)), mixed=False)
+    else:
+        rows = np.flatnonzero(short)
+        out[rows] = _fold(out[rows], _padded_words(data, offsets, rows), mixed=False)
         rows = np.flatnonzero(~short)
-        out[rows] = _fold(out[rows], [_polynomial(data, offsets, rows)])
-    return out
+        out[rows] = _fold(out[rows], [_polynomial(data, offsets, rows)], mixed=False)
+    return mix(out, out=out)
 
 
 def _gather_bytes(data, offsets, rows):
@@ -226,15 +229,16 @@ _HIGH = np.array([(1 << (8 * max(k - 8, 0))) - 1 for k in range(17)], np.uint64)
 
 def _padded_words(data, offsets, rows) -> list:
     """Values ``rows`` (each of at most 16 bytes) zero-padded to 16 bytes: two uint64 words,
-    read at each value's start from the bytes seen as words at every byte offset."""
+    16 bytes read at each value's start (one gather), the bytes past its end cleared."""
     base, end = int(offsets[0]), int(offsets[-1])  # the bytes of this array (a slice may hold fewer than its buffer)
-    padded = np.zeros(((end - base) // 8 + 3) * 8, np.uint8)  # two words past the last byte
+    padded = np.empty(end - base + 16, np.uint8)  # 16 bytes past the last: a read there stays inside
     padded[: end - base] = data[base:end]
-    at_any_byte = np.lib.stride_tricks.as_strided(padded.view(np.uint64), shape=(end - base + 9,), strides=(1,), writeable=False)
+    padded[end - base :] = 0
+    at_any_byte = np.ndarray((end - base + 1,), dtype="V16", buffer=padded, strides=(1,))
     starts = offsets[rows]
     lengths = offsets[rows + 1] - starts
-    starts = starts - base
-    low, high = at_any_byte[starts], at_any_byte[starts + 8]
+    words = at_any_byte[starts - base].view("<u8").reshape(-1, 2)
+    low, high = words[:, 0], words[:, 1]
     low &= _LOW[lengths]
     high &= _HIGH[lengths]
     return [low, high]
@@ -268,13 +272,15 @@ def _large_ids() -> tuple:
 
 def _lists(child: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Hashes of lists whose elements' hashes are ``child`` and whose bounds in it are
-    ``offsets`` (from 0): each element mixed with its place, summed per list, mixed with the length."""
-    each = _places(offsets)
+    ``offsets`` (from 0): a polynomial over the elements (each times a power of an odd constant
+    by its place), then the length."""
+    lengths = np.diff(offsets)
+    powers = _powers(int(lengths.max()) + 1 if len(lengths) else 1)
     with np.errstate(over="ignore"):
-        each *= _LIST
-        each += child
-        mix(each, out=each)
+        each = powers[_places(offsets).view(np.int64) + 1]
+        each *= child
         sums = _sums(each)
         per_row = sums[offsets[1:]] - sums[offsets[:-1]]
-        per_row ^= mix(np.diff(offsets).view(np.uint64) + _LIST)
-    return mix(per_row, out=per_row)
+        per_row *= _K
+        per_row += lengths.view(np.uint64) + _LIST
+    return per_row
