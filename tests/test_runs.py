@@ -457,6 +457,33 @@ def test_a_remote_read_that_cannot_be_made_again_says_why(tmp_path, monkeypatch,
         assert "read failed: FileNotFoundError: no such run" in str(e.value)
 
 
+@pytest.mark.parametrize("read", ["in time", "late"])
+def test_a_file_read_where_it_is_comes_back_or_says_why(tmp_path, monkeypatch, read):
+    """A frame's rows read on the worker whose disk holds them (the file not visible here): the
+    read's value, or, where it does not come back within REMOTE_READ_SECONDS (asked twice), an
+    OSError that names the file, the worker and what it was doing; never a wait for ever."""
+    with _reading_across(tmp_path, monkeypatch, _read_too_late) as (client, a, b, cfg, theirs):
+        path = str(tmp_path / "elsewhere" / "rows")  # seen by no process here: read as on another host
+        f = client.submit(R.read_where_it_is, theirs, path, _slow_read if read == "late" else _quick_read, 7, workers=[a], pure=False)
+        if read == "in time":
+            assert f.result(timeout=60) == (path, 7)
+            return
+        with pytest.raises(OSError, match=f"{path} was on worker {b}, which did not read it within 1 s") as e:
+            f.result(timeout=60)
+    assert "_slow_read" in str(e.value)
+
+
+def _quick_read(path, x):
+    return path, x
+
+
+def _slow_read(path, x):
+    import time
+
+    time.sleep(4)
+    return path, x
+
+
 def _read_too_late(config, items):
     import time
 

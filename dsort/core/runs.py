@@ -642,16 +642,26 @@ def read_where_it_is(run: Run, path: str, read, *args):
     """``read(path, *args)`` of a file that lies beside ``run`` (a frame's pickled rows): here
     where the file is visible, else by a task pinned to the worker whose disk holds the run (on a
     cluster of hosts that share nothing), this task seceded meanwhile. A worker gone fails with an
-    OSError that names it."""
+    OSError that names it; a read that does not come back within :data:`REMOTE_READ_SECONDS` is
+    asked once more, then fails with an OSError that says what that worker was doing."""
     if os.path.exists(path) or not run.worker:
         return read(path, *args)
     from distributed import worker_client
 
     with seceded(), worker_client() as client:
-        if run.worker not in client.scheduler_info()["workers"]:
-            raise OSError(f"{path} was on worker {run.worker}, which is gone")
-        key = f"dsort-slices-{run.job}-{uuid.uuid4().hex}"
-        return client.submit(read, path, *args, workers=[run.worker], allow_other_workers=False, key=key).result()
+        for asked in range(2):
+            if run.worker not in client.scheduler_info()["workers"]:
+                raise OSError(f"{path} was on worker {run.worker}, which is gone")
+            key = f"dsort-slices-{run.job}-{uuid.uuid4().hex}"
+            f = client.submit(read, path, *args, workers=[run.worker], allow_other_workers=False, key=key)
+            try:
+                return f.result(timeout=REMOTE_READ_SECONDS)
+            except TimeoutError:
+                why = f"which did not read it within {REMOTE_READ_SECONDS:g} s ({_doing(client, run.worker, f.key)})"
+                f.cancel()
+                if asked or run.worker not in client.scheduler_info()["workers"]:
+                    raise OSError(f"{path} was on worker {run.worker}, {why}") from None
+                logger.warning("%s asked of worker %s: %s; asked again", path, run.worker, why)
 
 
 def _doing(client, worker: str, key) -> str:
