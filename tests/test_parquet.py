@@ -151,6 +151,44 @@ def test_row_hashes_depend_on_the_values_alone(rng):
     np.testing.assert_array_equal(row_hashes(pio.frame(t).pipe(pa.Table.from_pandas, preserve_index=False)), h)  # through pandas and back
 
 
+def test_one_number_key_without_nulls_is_keyed_by_words(tmp_path, rng):
+    """Words (one uint64 a row) only where the files' statistics say the one key column of numbers
+    holds no null (NaN is a value there): a column with nulls, strings, two columns, or files
+    without statistics get byte rows."""
+    n = 500
+    f = rng.random(n)
+    f[::7] = np.nan
+    t = pa.table(
+        {
+            "i": pa.array(rng.integers(-5, 5, n)),
+            "f": pa.array(f),  # NaN, no null
+            "b": pa.array(rng.random(n) < 0.5),
+            "n": pa.array([None if x < 0.1 else int(x * 10) for x in rng.random(n)], pa.int32()),
+            "s": pa.array([str(x) for x in rng.integers(0, 9, n)]),
+        }
+    )
+    files = [tmp_path / "a.parquet", tmp_path / "b.parquet"]
+    pq.write_table(t.slice(0, 200), files[0], row_group_size=70)
+    pq.write_table(t.slice(200), files[1], row_group_size=90)
+    schema = pio.row_groups(files)[2]
+    word = {c: pio._spec(schema, [c], [True], "last", files).word for c in t.column_names}
+    assert word == {"i": "int64", "f": "float64", "b": "bool", "n": None, "s": None}
+    assert pio._spec(schema, ["i", "f"], [True, True], "last", files).word is None
+    assert pio._spec(schema, ["i"], [True], "last").word is None  # no files: nothing says
+    bare = tmp_path / "bare.parquet"
+    pq.write_table(t, bare, write_statistics=False)
+    assert pio._spec(schema, ["i"], [True], "last", [bare]).word is None
+    for c, descending in [("f", False), ("f", True), ("b", False), ("b", True), ("i", True)]:  # sorted by words: NumPy's order
+        out = tmp_path / f"out-{c}-{descending}"
+        out.mkdir()
+        job = pio.sort_job(files, out, by=[c], descending=descending)
+        dask.compute(job.inputs, job.outputs, scheduler="sync")
+        got = pa.concat_tables([pq.read_table(out / f"part-{j:05d}.parquet") for j in range(len(job.outputs))])
+        x = t[c].to_numpy(zero_copy_only=False).astype(np.float64)
+        want = np.argsort(-x if descending else x, kind="stable")  # NaN last both ways, ties in input order
+        assert got.to_pandas().equals(t.take(want).to_pandas()), (c, descending)  # NaN equal to NaN
+
+
 @pytest.mark.parametrize("by", [["i"], ["f"], ["s"], ["n"], ["i", "f"], ["s", "i", "f"], ["n", "f"]])
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("external", [False, True])
