@@ -143,13 +143,14 @@ def connect(
     ``tls://`` scheduler (:func:`open_client`)."""
     from distributed import Client, LocalCluster
 
+    from .core.runs import scheduler_identity
     from .engine.device import gpu_count, has_gpu
 
     with contextlib.ExitStack() as stack:
         if scheduler:
             client = stack.enter_context(open_client(scheduler, security=security))
             kind = scheduler
-            gpu = all(client.run(has_gpu).values()) if client.scheduler_info()["workers"] else False
+            gpu = all(client.run(has_gpu).values()) if scheduler_identity(client)["workers"] else False
         else:
             common = dict(
                 n_workers=n_workers,
@@ -192,7 +193,7 @@ def connect(
             # errors: noise once the work is done
             stack.callback(logging.getLogger("distributed.scheduler").setLevel, logging.CRITICAL)
             client = stack.enter_context(Client(cluster))
-        info = client.scheduler_info()
+        info = scheduler_identity(client)
         workers = info["workers"].values()
         dashboard = client.dashboard_link if "dashboard" in info.get("services", {}) and (scheduler or _has_bokeh()) else None
         s = Session(

@@ -69,6 +69,8 @@ def watch_workers(client, futures) -> list:
     """Watch the cluster while ``futures`` run: when it has had no workers for
     ``dsort.no-workers-timeout`` seconds (all lost, say, with no nanny to restart them), cancel the
     futures (so nothing waits forever) and put the reason in the returned list."""
+    from .core.runs import scheduler_identity
+
     limit = config.seconds("no-workers-timeout")
     state: list = []
 
@@ -77,7 +79,7 @@ def watch_workers(client, futures) -> list:
         while not state:
             time.sleep(min(1.0, limit / 4))
             try:
-                workers = len(client.scheduler_info()["workers"])
+                workers = len(scheduler_identity(client)["workers"])
             except Exception:  # the client is closing: the job is over
                 return
             since = None if workers else since or time.monotonic()

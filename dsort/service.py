@@ -250,7 +250,9 @@ def _sort_fixed(
         if small:
             res.described += f" (under dsort.file-sort.gpu-min-input, {config.get('file-sort.gpu-min-input')}: --gpu for the GPUs)"
     else:
-        info = client.scheduler_info()["workers"].values()
+        from .core.runs import scheduler_identity
+
+        info = scheduler_identity(client)["workers"].values()
         if not info:
             raise LimitError("the cluster has no workers")
         mem = min((w.get("memory_limit") or 0 for w in info), default=0) or 4 << 30
@@ -503,7 +505,9 @@ def _sort_parquet(
     if res:
         memory = res.host_budget
     else:
-        workers = client.scheduler_info()["workers"].values()
+        from .core.runs import scheduler_identity
+
+        workers = scheduler_identity(client)["workers"].values()
         memory = sum(w.get("memory_limit") or mem_available() for w in workers) or mem_available()
     external = sum(Path(f).stat().st_size for f in files) * config.get("file-sort.parquet-memory-factor") > memory
     with io.staged(out, directory=True, overwrite=overwrite) as tmp:

@@ -484,6 +484,30 @@ def _slow_read(path, x):
     return path, x
 
 
+def test_the_workers_named_for_one_call_never_miss_a_live_one():
+    """``scheduler_identity`` names every live worker on every call, however often the client's
+    own refresh runs. ``client.scheduler_info()`` does not: the refresh puts a copy with no
+    workers in its place, and a read of it took a live worker for gone (hosts that share nothing,
+    in CI). Counted in the same loop, with the refresh every millisecond: the race is real where
+    scheduler_info misses, never for ours."""
+    distributed = pytest.importorskip("distributed")
+    import time
+
+    import dask
+
+    with (
+        dask.config.set({"distributed.client.scheduler-info-interval": "1ms"}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        theirs = ours = 0
+        end = time.monotonic() + 3
+        while time.monotonic() < end:
+            theirs += len(client.scheduler_info()["workers"]) < 2
+            ours += len(R.scheduler_identity(client)["workers"]) < 2
+    assert ours == 0, f"scheduler_identity missed a live worker {ours} times (scheduler_info: {theirs})"
+
+
 def _read_too_late(config, items):
     import time
 

@@ -228,7 +228,7 @@ def _distributed_workers() -> list | None:
     try:
         from distributed import default_client
 
-        return list(default_client().scheduler_info(n_workers=-1)["workers"].values())
+        return list(R.scheduler_identity(default_client())["workers"].values())
     except (ImportError, ValueError):
         return None
 

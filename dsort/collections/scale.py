@@ -17,6 +17,7 @@ import os
 
 from . import config
 from ..core import plan
+from ..core.runs import scheduler_identity
 
 MIN_GROUPS = 8  # merge groups at least (where there are as many outputs): see merge_groups
 
@@ -31,7 +32,7 @@ def threads() -> int:
     try:
         from distributed import default_client
 
-        workers = default_client().scheduler_info(n_workers=-1)["workers"].values()
+        workers = scheduler_identity(default_client())["workers"].values()
     except (ImportError, ValueError, TypeError):
         return os.cpu_count() or 1
     return max(1, sum(int(w.get("nthreads") or 1) for w in workers))
@@ -118,7 +119,7 @@ def partition_workers(collection) -> list | None:
         client = default_client()
     except (ImportError, ValueError):
         return None
-    if len(client.scheduler_info(n_workers=-1)["workers"]) < 2:
+    if len(scheduler_identity(client)["workers"]) < 2:
         return None
     expr = getattr(collection, "expr", None)  # a dask-expr frame: persisted data is a FromGraph in it
     if expr is not None and not any(type(e).__name__ == "FromGraph" for e in expr.walk()):

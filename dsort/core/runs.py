@@ -484,7 +484,7 @@ class RunStore:
                 f = client.submit(read_slices, self.config, items, workers=[w], allow_other_workers=False, key=key)
                 return f, time.monotonic() + REMOTE_READ_SECONDS
 
-            alive = set(client.scheduler_info()["workers"])
+            alive = set(scheduler_identity(client)["workers"])
             futures = {w: ask(w) for w in by_worker if w in alive}
             why = {w: "which is gone" for w in by_worker if w not in futures}
             asked_again: set = set()
@@ -493,7 +493,7 @@ class RunStore:
                     wait([f for f, _ in futures.values()], timeout=min(10, REMOTE_READ_SECONDS))
                 except TimeoutError:  # still running, or waiting for a worker that died: look again
                     pass
-                alive = set(client.scheduler_info()["workers"])
+                alive = set(scheduler_identity(client)["workers"])
                 for w, (f, deadline) in list(futures.items()):
                     if f.status == "finished":
                         try:
@@ -650,7 +650,7 @@ def read_where_it_is(run: Run, path: str, read, *args):
 
     with seceded(), worker_client() as client:
         for asked in range(2):
-            if run.worker not in client.scheduler_info()["workers"]:
+            if run.worker not in scheduler_identity(client)["workers"]:
                 raise OSError(f"{path} was on worker {run.worker}, which is gone")
             key = f"dsort-slices-{run.job}-{uuid.uuid4().hex}"
             f = client.submit(read, path, *args, workers=[run.worker], allow_other_workers=False, key=key)
@@ -659,9 +659,19 @@ def read_where_it_is(run: Run, path: str, read, *args):
             except TimeoutError:
                 why = f"which did not read it within {REMOTE_READ_SECONDS:g} s ({_doing(client, run.worker, f.key)})"
                 f.cancel()
-                if asked or run.worker not in client.scheduler_info()["workers"]:
+                if asked or run.worker not in scheduler_identity(client)["workers"]:
                     raise OSError(f"{path} was on worker {run.worker}, {why}") from None
                 logger.warning("%s asked of worker %s: %s; asked again", path, run.worker, why)
+
+
+def scheduler_identity(client) -> dict:
+    """The scheduler's identity (``"workers"``: every worker), fetched for this call alone. Not
+    ``client.scheduler_info()``, which returns the client's shared copy: the client's periodic
+    refresh replaces it with one that names no worker (distributed 2026.8's
+    ``_update_scheduler_info`` asks for ``n_workers=0``), so a thread that reads it at that moment
+    sees none, and took a live worker for gone (a frame merge on hosts that share nothing failed
+    so, in CI and in 1 of 3 local runs)."""
+    return client.sync(client.scheduler.identity, n_workers=-1)
 
 
 def _doing(client, worker: str, key) -> str:
