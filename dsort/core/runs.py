@@ -51,9 +51,10 @@ TIERS = ("shared", "device", "host", "disk")
 HOST_READERS = 8  # threads copying shared runs' slices into host memory at once
 RECOVERIES = 2  # times a read makes its lost runs again before it fails
 # A merge waits at most this long for another worker to read its slices of that worker's runs
-# (then makes those runs again itself, or fails saying so): a read that never comes back (seen
-# twice in 2026-11-27's runs of tests/test_two_pass.py on the 2-core machine, cause not found)
-# must not hang the sort; where nothing can make them again, the read is asked once more.
+# (then makes those runs again itself, or fails saying what that worker was doing): a read that
+# never comes back (seen twice in tests/test_two_pass.py on the 2-core machine, cause not found;
+# the hosts test's "gone" workers were scheduler_identity's race) must not hang the sort; where
+# nothing can make them again, the read is asked once more.
 REMOTE_READ_SECONDS = 120.0
 logger = logging.getLogger(__name__)
 
