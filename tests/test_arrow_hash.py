@@ -110,7 +110,7 @@ def test_rows_hash_by_every_column_in_order(rng):
     cols = _columns(rng, n)
     names = list(cols)
     h = H.row_hashes([cols[c] for c in names], n)
-    rows = [tuple(_reference(cols[c])[i] for c in names) for i in range(n)]
+    rows = list(zip(*[_reference(cols[c]) for c in names]))
     same: dict = {}
     for r, x in zip(rows, h.tolist()):
         same.setdefault(r, set()).add(x)
