@@ -564,8 +564,9 @@ def _run_parquet(job, client, res, progress, stream, phases) -> tuple:
 
     keys = [[d.key for d in job.inputs], [d.key for d in job.outputs]]
     dsk: dict = {}
-    for d in [*job.inputs, *job.outputs]:
-        dsk.update(d.__dask_graph__())
+    graphs = {id(d.dask): d.__dask_graph__() for d in [*job.inputs, *job.outputs]}  # the columnar sort's handles share one
+    for g in graphs.values():
+        dsk.update(g)
     if client is None:
         phase_of = make_phase_of()
         counts = Counter(phase_of(k) for k in dsk)

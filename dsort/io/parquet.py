@@ -4,9 +4,9 @@ manifest.
 Where the files fit in memory, the sort is columnar (:mod:`dsort.core.table_chunk`): each row group
 is read as an Arrow table, only its key columns are encoded and sorted by the engine, and every
 column moves by Arrow's ``take``; the cuts are the dataframe sort's, from the keys alone; each
-output part merges its slices of every sorted row group and is written by the task that merged it.
-Beyond memory (or on a cluster, whose workers would otherwise take whole row groups to every
-merge) the row groups are the partitions of :func:`dsort.dataframe.sort_values`, external.
+output part merges its slices of every sorted row group (on a cluster, slice tasks beside the row
+groups, so only the slices travel) and is then written. Beyond memory the row groups are the
+partitions of :func:`dsort.dataframe.sort_values`, external.
 
 The output directory holds ``part-00000.parquet``, ``part-00001.parquet``, ... (the sorted rows in
 that order, one part per input row group) and ``_dsort.json``: the parts in order with their row
@@ -165,11 +165,8 @@ def _tally(df, schema):
 
 
 def _write(df, path, spec, schema):
-    from ..core import table_chunk as TC
-
-    table = _table(df, schema)
-    write_part(table, path)
-    return TC.summarize(table, spec)
+    """An output partition of the external sort written at ``path``; its summary."""
+    return _write_table(_table(df, schema), path, spec)
 
 
 def _write_table(table, path, spec):
