@@ -38,7 +38,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _common import print_table, write_json  # noqa: E402
+from _common import print_table, stages, timeline, write_json  # noqa: E402
 from distributed import WorkerPlugin  # noqa: E402
 
 
@@ -125,52 +125,6 @@ def main() -> None:
                     print(rows[-1], flush=True)
     write_json(a.json, rows, rows_=n, parts=a.parts, repeat=a.repeat)
     print_table(rows, ["by", "case", "median s", "vs dask"])
-
-
-def timeline(title, records) -> None:
-    """Where one sort's time went: per task group (and for transfers between workers) the number
-    of tasks, the first start and last end (seconds from the first task's start) and the summed
-    busy seconds."""
-    from dask.utils import key_split
-
-    spans, by_worker = {}, {}
-    for r in records:
-        for ss in r.get("startstops", ()):
-            g = key_split(r["key"]) if ss["action"] == "compute" else ss["action"]
-            spans.setdefault(g, []).append((ss["start"], ss["stop"]))
-            if ss["action"] == "compute":  # dsort's tasks and the input's: where each ran
-                by_worker.setdefault((g, r.get("worker", "?")), []).append((ss["start"], ss["stop"]))
-    t0 = min((a for v in spans.values() for a, _ in v), default=0.0)
-
-    def line(name, v):
-        first, last, busy = min(a for a, _ in v) - t0, max(b for _, b in v) - t0, sum(b - a for a, b in v)
-        print(f"   {name[:32]:32s} {len(v):5d} {first:7.3f} {last:7.3f} {busy:7.3f}", flush=True)
-
-    print(f"-- {title}: group, tasks, first, last, busy s")
-    for g, v in sorted(spans.items(), key=lambda kv: min(a for a, _ in kv[1])):
-        line(g, v)
-    workers = sorted({w for _, w in by_worker})
-    print(f"-- {title}: the groups per worker")
-    for (g, w), v in sorted(by_worker.items(), key=lambda kv: (min(a for a, _ in spans[kv[0][0]]), workers.index(kv[0][1]))):
-        line(f"{g} @{workers.index(w)}", v)
-
-
-def stages(client, since: float) -> None:
-    """Where the tasks of the sort since ``since`` spent their time, from the events their
-    stopwatches sent (:func:`dsort.collections.external.report_stages`): seconds per stage, summed over the
-    tasks."""
-    from dsort.collections.external import STAGES
-
-    total: dict = {}
-    for when, event in client.get_events(STAGES):
-        if when >= since:
-            for stage, sec in event.items():
-                if isinstance(sec, float):  # not the task's name, nor the worker's address
-                    key = (event["task"], stage)
-                    total[key] = total.get(key, 0.0) + sec
-    print("-- stages of its tasks: task, stage, seconds summed over the tasks")
-    for (task, stage), sec in total.items():
-        print(f"   {task:8s} {stage:20s} {sec:8.2f}", flush=True)
 
 
 def _make(i, rows, seed=0):

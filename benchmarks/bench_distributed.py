@@ -30,7 +30,7 @@ import os
 import time
 
 import numpy as np
-from _common import print_table, write_json
+from _common import print_table, stages, timeline, write_json
 from dask.utils import key_split
 
 import dsort
@@ -71,7 +71,7 @@ def run_total(client, result):
         out = client.persist(result)
         wait(out)
         total = time.perf_counter() - c0
-    return total, phase_split(ts.data, t0, t0 + total), out
+    return total, phase_split(ts.data, t0, t0 + total), out, ts.data
 
 
 def check_sorted(client, out, n):
@@ -98,9 +98,10 @@ def make_keys(n, chunk, seed=0):
     return da.random.default_rng(seed).integers(-(2**62), 2**62, n, chunks=chunk, dtype=np.int64)
 
 
-def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol="tcp", repeat=3):
+def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol="tcp", repeat=3, show=False):
     """Rows for both strategies on keys ``x`` (persisted), sorted with ``dsort.sort(device=...)``:
-    the median of ``repeat`` runs (the first one's result checked)."""
+    the median of ``repeat`` runs (the first one's result checked); with ``show``, the median
+    run's task groups (:func:`timeline`)."""
     rows = []
     for strategy in strategies:
         result = dsort.sort(x, strategy=strategy, device=device)
@@ -109,12 +110,17 @@ def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol=
         client.compute(dsort.sort(x[:m].rechunk(-(-m // len(x.chunks[0]))), strategy=strategy, device=device), sync=True)
         runs = []
         for i in range(repeat):
-            total, phases, out = run_total(client, result)
+            since = time.time()
+            total, phases, out, stream = run_total(client, result)
             if i == 0:
                 check_sorted(client, out, n)
             del out
-            runs.append((total, phases))
-        total, phases = sorted(runs, key=lambda r: r[0])[len(runs) // 2]  # the median run
+            runs.append((total, phases, stream, since, time.time()))
+        median = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
+        total, phases = median[:2]
+        for which, r in (("first", runs[0]), ("median", median)) if show else ():
+            timeline(f"{label} on {workers} workers, {strategy}, {which} run, {r[0]:.3f} s", r[2])
+            stages(client, r[3], r[4])
         rows.append(
             {
                 "data": label,
@@ -125,6 +131,7 @@ def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol=
                 "N": f"2^{int(np.log2(n))}",
                 "runs": repeat,
                 "total s": round(total, 3),
+                "every run s": " ".join(f"{r[0]:.3f}" for r in runs),
                 "local sort s": round(phases["local sort"], 3),
                 "splitters s": round(phases["splitters"], 3),
                 "merge s": round(phases["merge"], 3),
@@ -243,6 +250,7 @@ def main(argv=None):
     p.add_argument("--df-log2n", type=int, help="rows of the dask.dataframe baseline (default min(log2n, 26))")
     p.add_argument("--df-workers", default=None, help="dask.dataframe cluster as WORKERSxTHREADS (default: CPU count / 4 x 4)")
     p.add_argument("--repeat", type=int, default=3, help="runs of each configuration (the median is reported)")
+    p.add_argument("--timeline", action="store_true", help="print the median run's task groups (where the time went)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     log2n = args.log2n or (22 if args.cpu else 30)
@@ -268,17 +276,18 @@ def main(argv=None):
                 for w in holders:
                     placed[w] = placed.get(w, 0) + 1
             print(f"{workers} worker(s): input chunks per worker {sorted(placed.values())}", flush=True)
+            how = {"repeat": args.repeat, "show": args.timeline}
             if args.cpu:
-                rows += bench_dsort(client, x, n, "host", workers, strategies, repeat=args.repeat)
+                rows += bench_dsort(client, x, n, "host", workers, strategies, **how)
             else:
                 import cupy
 
                 meta = cupy.empty(0, np.int64)
                 xg = x.map_blocks(cupy.asarray, meta=meta).persist()
                 wait(xg)
-                rows += bench_dsort(client, xg, n, "gpu", workers, strategies, protocol=args.protocol, repeat=args.repeat)
+                rows += bench_dsort(client, xg, n, "gpu", workers, strategies, protocol=args.protocol, **how)
                 del xg
-                rows += bench_dsort(client, x, n, "host", workers, strategies, device="gpu", protocol=args.protocol, repeat=args.repeat)
+                rows += bench_dsort(client, x, n, "host", workers, strategies, device="gpu", protocol=args.protocol, **how)
             del x
     cores = os.cpu_count() or 2
     if args.df_workers:
@@ -312,6 +321,7 @@ def main(argv=None):
         "N",
         "runs",
         "total s",
+        "every run s",
         "local sort s",
         "splitters s",
         "merge s",

@@ -26,7 +26,9 @@ _CHILD = """
 import pickle, sys
 import numpy as np
 from dsort.engine import device, ipc
-shared, ranges = pickle.loads(sys.stdin.buffer.read())
+import cupy
+shared, ranges, use = pickle.loads(sys.stdin.buffer.read())
+cupy.cuda.Device(use).use()
 with ipc.opened([shared]) as [(x, d)]:
     whole = device.to_host(x)
     parts = device.slices_to_host(x, d, ranges)
@@ -35,9 +37,12 @@ sys.stdout.buffer.write(pickle.dumps((d, whole, parts)))
 
 
 @pytest.mark.gpu
-def test_a_shared_device_array_is_read_by_another_process(rng):
-    """A device array shared by this process is opened by another (CUDA IPC), on the same GPU by
-    its PCI bus id, and read whole and in slices; the owner's copy is its own allocation."""
+@pytest.mark.parametrize("reader", [0, 1])
+def test_a_shared_device_array_is_read_by_another_process(rng, reader):
+    """A device array shared by this process is opened by another (CUDA IPC), by its GPU's PCI
+    bus id, and read whole and in slices; the owner's copy is its own allocation. A reader whose
+    current GPU is another one (``reader`` 1, on a machine of two GPUs or more) maps it into that
+    GPU where the two GPUs have peer access."""
     from .conftest import HAS_GPU
 
     if not HAS_GPU:
@@ -48,6 +53,9 @@ def test_a_shared_device_array_is_read_by_another_process(rng):
 
     import cupy
 
+    if reader >= cupy.cuda.runtime.getDeviceCount():
+        pytest.skip("one GPU")
+
     n = int(rng.integers(1, 5000))
     x = cupy.asarray(rng.integers(0, 256, (n, 7), dtype=np.uint8))
     own, shared = ipc.share(x)
@@ -56,11 +64,11 @@ def test_a_shared_device_array_is_read_by_another_process(rng):
     cuts = np.sort(rng.integers(0, n + 1, 6))
     ranges = [(int(a), int(b)) for a, b in zip(cuts[:-1], cuts[1:])]
     child = subprocess.run(
-        [sys.executable, "-c", _CHILD], input=pickle.dumps((shared, ranges)), capture_output=True, timeout=120, check=True
+        [sys.executable, "-c", _CHILD], input=pickle.dumps((shared, ranges, reader)), capture_output=True, timeout=120, check=True
     )
     d, whole, parts = pickle.loads(child.stdout)
     host = cupy.asnumpy(x)
-    assert d == x.device.id
+    assert d == (reader if cupy.cuda.runtime.deviceCanAccessPeer(reader, x.device.id) or reader == x.device.id else x.device.id)
     np.testing.assert_array_equal(whole, host)
     for (a, b), got in zip(ranges, parts):
         np.testing.assert_array_equal(got, host[a:b])
@@ -109,9 +117,17 @@ def fake_ipc(monkeypatch):
         opened_at[handle] = open_handle(handle)
         return opened_at[handle]
 
-    rt = types.SimpleNamespace(CUDARuntimeError=Refused, ipcOpenMemHandle=tracked_open, ipcCloseMemHandle=close_handle)
+    rt = types.SimpleNamespace(
+        CUDARuntimeError=Refused, ipcOpenMemHandle=tracked_open, ipcCloseMemHandle=close_handle, deviceCanAccessPeer=lambda a, b: 1
+    )
+
+    class Device(contextlib.nullcontext):
+        def __init__(self, d=0):
+            super().__init__()
+            self.id = d
+
     cupy = types.ModuleType("cupy")
-    cupy.cuda = types.SimpleNamespace(runtime=rt, Device=lambda d: contextlib.nullcontext())
+    cupy.cuda = types.SimpleNamespace(runtime=rt, Device=Device)
     monkeypatch.setitem(sys.modules, "cupy", cupy)
     return mapped
 
@@ -127,6 +143,8 @@ def test_threads_opening_one_shared_array_share_one_mapping(fake_ipc):
     a, b = _shared(b"a"), _shared(b"b")
     p = ipc._open(a, 0)
     assert ipc._open(a, 0) == p and fake_ipc == {b"a": 1}
+    assert ipc._open(a, 1) == p and p[1] == 0  # mapped once, where the first reader mapped it
+    ipc._close(a.handle)
     ipc._open(b, 0)
     ipc._close(a.handle)
     assert set(fake_ipc) == {b"a", b"b"}

@@ -237,3 +237,69 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
             assert len(merges) >= 2 and abs(near.count(workers[0]) - near.count(workers[1])) <= 1, near
         got = out.compute()
     pd.testing.assert_frame_equal(got.reset_index(drop=True), df.sort_values("k", kind="stable").reset_index(drop=True))
+
+
+def test_array_runs_keep_each_runs_chunks_on_one_worker():
+    """An external array sort's runs (chunk numbers): cut where the owner changes while that stays
+    within the bound; chunks scattered past it go by worker (non-consecutive runs, each worker's
+    share of the rows) only where equal keys cannot be told apart, else the runs stay as they
+    were; every chunk in exactly one run."""
+    sizes = [10] * 16
+    groups = plan.groups(sizes, 4)
+    plain = [tuple(range(a, b)) for a, b in groups]
+    assert scale.runs_by_worker(sizes, groups, None, True) == plain == scale.runs_by_worker(sizes, groups, ["a"] * 16, True)
+    blocks = ["a"] * 6 + ["b"] * 6 + [None] + ["a"] * 3
+    runs = scale.runs_by_worker(sizes, groups, blocks, False)
+    assert [i for r in runs for i in r] == list(range(16)) and all(list(r) == list(range(r[0], r[-1] + 1)) for r in runs)
+    assert all(len({blocks[i] for i in r} - {None}) == 1 for r in runs) and len(runs) <= 2 * len(plain)
+    scattered = ["ab"[i % 2] for i in range(12)] + ["a", "a", "b", "b"]
+    assert scale.runs_by_worker(sizes, groups, scattered, False) == plain  # ties seen: consecutive runs only
+    runs = scale.runs_by_worker(sizes, groups, scattered, True)
+    assert sorted(i for r in runs for i in r) == list(range(16)) and all(len({scattered[i] for i in r}) == 1 for r in runs)
+    assert len(runs) == len(plain) and all(list(r) == sorted(r) for r in runs)
+    uneven = [40] * 4 + [10] * 12  # worker a holds 160 of 280 rows: 2 of 4 runs
+    runs = scale.runs_by_worker(uneven, plan.groups(uneven, 4), ["a"] * 4 + ["ab"[i % 2] for i in range(12)], True)
+    assert sum(1 for r in runs if r[0] < 4 or r[0] % 2 == 0) >= 2
+
+
+def test_on_a_cluster_an_external_array_sorts_runs_of_one_workers_chunks(rng, tmp_path):
+    """Chunks of integers laid out on one worker, then the other, in turn; chunks of floats (-0.0,
+    +0.0, NaN) in two blocks. Each run task of an external sort of the keys takes chunks of one
+    worker (none moves for it); an argsort's runs stay consecutive chunks (equal keys in input
+    order), of one worker where the blocks allow; every result is NumPy's stable sort."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        dask.config.set({"distributed.scheduler.work-stealing": False}),
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        workers = sorted(client.scheduler_info()["workers"])
+        for keys, at in (
+            (rng.integers(0, 50, 6_000), [workers[i % 2] for i in range(12)]),
+            (rng.choice([-0.0, 0.0, np.nan, 1.5, -np.inf], 6_000), [workers[i // 6] for i in range(12)]),
+        ):
+            pieces = np.array_split(keys, 12)
+            futures = [client.scatter(p, workers=[w]) for p, w in zip(pieces, at)]
+            x = da.concatenate([da.from_delayed(f, (len(p),), keys.dtype) for f, p in zip(futures, pieces)]).persist()
+            distributed.wait(x)
+            held = client.who_has(x)
+            owners = [held[k][0] for k in x.__dask_keys__()]
+            if owners != at:  # the test's premise: the chunks where their data was scattered
+                pytest.skip(f"chunks not where scattered: {owners}")
+            chunks = {k: i for i, k in enumerate(x.__dask_keys__())}
+            for out, want, stable in (
+                (dsort.sort(x, strategy="external", local_directory=tmp_path), np.sort(keys, kind="stable"), keys.dtype.kind == "f"),
+                (dsort.argsort(x, strategy="external", local_directory=tmp_path), np.argsort(keys, kind="stable"), True),
+            ):
+                graph = dict(out.__dask_graph__())
+                runs = [
+                    sorted(chunks[d] for d in t.dependencies if d in chunks) for k, t in graph.items() if key_split(k[0]) == "dsort-run"
+                ]
+                assert sorted(i for r in runs for i in r) == list(range(12))
+                if stable:
+                    assert all(r == list(range(r[0], r[-1] + 1)) for r in runs), runs
+                if not stable or at[0] == at[5]:
+                    assert all(len({owners[i] for i in r}) == 1 for r in runs), runs
+                got = out.compute()
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(np.signbit(got), np.signbit(want))

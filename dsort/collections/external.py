@@ -106,16 +106,15 @@ class ArrayJob(FromGraph):
     group_ranges: tuple = ()
     first_piece: int = 0  # the runs' count: pieces of the first pass are kept after them
     chain_spacing: int = 0
-    inputs: tuple | None = None  # ((keys' Chunks, values' Chunks or None), ((first chunk, end chunk, first row) of each run))
+    inputs: tuple | None = None  # ((keys' Chunks, values' Chunks or None), ((its chunks, their first rows) of each run))
 
     def gpu_for(self, t: int):
         return _device() if self.gpu else None
 
     def run_task(self, q: int) -> tuple:
         (keys, values), runs = self.inputs
-        a, b, first = runs[q]
-        each = range(a, b)
-        return run_chunk, self, q, [T.ref(keys[i]) for i in each], None if values is None else [T.ref(values[i]) for i in each], first
+        each, starts = runs[q]
+        return run_chunk, self, q, [T.ref(keys[i]) for i in each], None if values is None else [T.ref(values[i]) for i in each], starts
 
 
 def _device():
@@ -124,25 +123,29 @@ def _device():
     return cupy.cuda.Device().id
 
 
-def run_chunk(job: ArrayJob, i: int, keys, values, offset: int) -> R.Run:
-    """Consecutive input chunks (``keys``: a list of them; ``values``: theirs, or None), from row
-    ``offset`` on, sorted together and kept as run ``i``."""
+def run_chunk(job: ArrayJob, i: int, keys, values, starts) -> R.Run:
+    """Input chunks (``keys``: a list of them; ``values``: theirs, or None), whose first rows are
+    ``starts`` in the whole array, sorted together and kept as run ``i``."""
     if job.gpu:
         keys, values = [chunk.on_gpu(k) for k in keys], None if values is None else [chunk.on_gpu(v) for v in values]
+    lengths = [len(k) for k in keys]
     keys, values = chunk.joined(keys), None if values is None else chunk.joined(values)
     gpu = _device() if job.gpu else None
     xp, n = dev.xp_of(keys), len(keys)
     kb = job.layout.key_bytes
     key_bytes = xp.ascontiguousarray(keys).view(np.uint8).reshape(n, kb)
     if job.positions:
-        values = xp.arange(offset, offset + n, dtype=np.int64)
+        values = xp.concatenate([xp.arange(a, a + m, dtype=np.int64) for a, m in zip(starts, lengths)])
     if values is None or not job.layout.payload:
         rows = key_bytes
     else:
         rows = xp.empty((n, job.layout.row_bytes), np.uint8)
         rows[:, :kb] = key_bytes
         rows[:, kb:] = xp.ascontiguousarray(values).view(np.uint8).reshape(n, job.layout.row_bytes - kb)
-    return F.sort_and_keep(job, i, rows, F.Stopwatch(), gpu)
+    watch = F.Stopwatch()
+    run = F.sort_and_keep(job, i, rows, watch, gpu)
+    report_stages("run", watch, tier=run.tier)
+    return run
 
 
 def cuts(job: ArrayJob, *runs):
@@ -153,7 +156,9 @@ def cuts(job: ArrayJob, *runs):
 def merge_chunk(job: ArrayJob, cut, t: int):
     """Output chunk ``t``: ``(keys, values or None)``, merged from its slices of every run."""
     gpu = _device() if job.gpu else None
-    merged = F.merge_rows(job, cut, t, F.Stopwatch(), gpu)
+    watch = F.Stopwatch()
+    merged = F.merge_rows(job, cut, t, watch, gpu)
+    report_stages("merge", watch)
     R.finish(job.store, t, len(job.range_rows), cut[1])
     lay = job.layout
     if merged is None:
@@ -179,18 +184,19 @@ def _part(part, i: int, host: bool, lo: int = 0, hi=None):
     return out if lo == 0 and (hi is None or hi == len(part[i])) else out.copy()
 
 
-def graph(token: str, key_chunks, value_chunks, sizes, groups, job: ArrayJob) -> tuple[dict, list]:
+def graph(token: str, key_chunks, value_chunks, sizes, members, job: ArrayJob) -> tuple[dict, list]:
     """``(tasks, merge keys)``: the run, cuts and merge tasks of the sort of the chunks
     ``key_chunks`` (task keys; ``value_chunks``: task keys or None each) of ``sizes`` rows, the
-    chunks of each of ``groups`` sorted together into a run; merge ``g`` gives the ``(keys,
-    values)`` of merge group ``g`` (``job.range_rows``: their rows; see :func:`output_tasks`)."""
+    chunks of each of ``members`` (chunk numbers: :func:`dsort.collections.scale.runs_by_worker`)
+    sorted together into a run; merge ``g`` gives the ``(keys, values)`` of merge group ``g``
+    (``job.range_rows``: their rows; see :func:`output_tasks`)."""
     dsk = {}
     run_keys = []
     starts = plan.offsets(sizes).tolist()
-    for g, (a, b) in enumerate(groups):
+    for g, each in enumerate(members):
         key = (T.name(T.RUN, token), g)
-        values = None if value_chunks[a] is None else [T.ref(v) for v in value_chunks[a:b]]
-        dsk[key] = T.task(key, run_chunk, job, g, [T.ref(k) for k in key_chunks[a:b]], values, starts[a])
+        values = None if value_chunks[each[0]] is None else [T.ref(value_chunks[i]) for i in each]
+        dsk[key] = T.task(key, run_chunk, job, g, [T.ref(key_chunks[i]) for i in each], values, [starts[i] for i in each])
         run_keys.append(key)
     chains, pieces = first_pass(dsk, job, token, run_keys)
     inputs, near = (chains, pieces) if chains else (run_keys, run_keys)
@@ -523,13 +529,14 @@ class FixedFrameJob(FromGraph):
 STAGES = "dsort-stages"  # the topic of the events that say where a frame sort's tasks spent their time
 
 
-def report_stages(task: str, watch: F.Stopwatch) -> None:
+def report_stages(task: str, watch: F.Stopwatch, **facts) -> None:
     """Send one task's seconds per stage (``watch``) to the dask scheduler as an event of topic
-    :data:`STAGES` (``{"task": task, stage: seconds, ...}``; ``client.get_events(STAGES)`` reads
-    them), where the task runs on a distributed worker; elsewhere nothing."""
+    :data:`STAGES` (``{"task": task, stage: seconds, ..., fact: text}``; ``client.get_events(STAGES)``
+    reads them), where the task runs on a distributed worker; elsewhere nothing. ``facts``: words
+    that tell tasks apart (a run's tier, say), counted by the reader."""
     worker = R.this_worker()
     if worker is not None:
-        worker.log_event(STAGES, {"task": task, **watch.times})
+        worker.log_event(STAGES, {"task": task, **watch.times, **facts})
 
 
 def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:

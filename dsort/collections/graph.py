@@ -170,6 +170,9 @@ def sort_graph(
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     host = isinstance(keys._meta, np.ndarray)
     groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external", host)
+    if strategy == "external":  # runs of chunks of one worker each
+        ties_unseen = values is None and not positions and keys.dtype.kind in "biuV"
+        groups = scale.runs_by_worker(sizes, groups, scale.partition_workers(keys, _first_keys(keys)), ties_unseen)
     out_groups = scale.output_groups(sizes, len(groups))
     token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups, out_groups)
     key_name = T.name(T.SORTED_KEYS, token)
@@ -241,7 +244,7 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         value_dtype, value_shape = None, ()
     layout = R.Layout(_row_bytes(keys, values, positions), key_bytes, None if byte_rows else keys.dtype.str)
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
-    run_rows = [int(sum(sizes[a:b])) for a, b in groups]
+    run_rows = [int(sum(sizes[i] for i in each)) for each in groups]
     range_rows = plan.group_sums(sizes, [a for a, _ in out_groups])
     # more runs than one merge pass takes: a first pass merges groups of them, in ranges of a run's rows
     passes = plan.pass_groups(len(run_rows), int(config.get("file-sort.max-runs")))
@@ -249,7 +252,8 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
     spacing, chain_spacing = plan.pass_spacings(run_rows, len(range_rows), passes, group_ranges)
     key_chunks, value_chunks = T.Chunks.of(_first_keys(keys)), None if values is None else T.Chunks.of(_first_keys(values))
     starts = plan.offsets(sizes).tolist()
-    inputs = ((key_chunks, value_chunks), tuple((a, b, starts[a]) for a, b in groups))  # a lost run is made again from them
+    # a lost run is made again from them
+    inputs = ((key_chunks, value_chunks), tuple((each, tuple(starts[i] for i in each)) for each in groups))
     return external.ArrayJob(
         layout=layout,
         range_rows=range_rows,
