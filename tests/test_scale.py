@@ -182,6 +182,18 @@ def test_runs_never_join_partitions_of_two_workers(rng, monkeypatch):
     assert {a for a, _ in plain} < {a for a, _ in runs} and len(runs) <= 1.5 * len(plain)  # only cut further, within the bound
 
 
+def test_frames_sorted_on_gpus_take_their_own_runs_per_thread(monkeypatch):
+    """``gpu-runs-per-thread`` counts the runs of a frame sorted on GPUs, ``runs-per-thread`` the
+    others'; an external sort's partitions-per-run bound holds for both."""
+    monkeypatch.setattr(scale, "threads", lambda: 8)
+    with dask.config.set({"dsort.scale.runs-per-thread": 2, "dsort.scale.gpu-runs-per-thread": 1}):
+        assert len(scale.frame_runs(64, external=False)) == 16 and len(scale.frame_runs(64, external=False, gpu=True)) == 8
+        with dask.config.set({"dsort.scale.frame-partitions-per-run": 4}):
+            assert len(scale.frame_runs(64, external=True, gpu=True)) == 16
+    with dask.config.set({"dsort.scale.gpu-runs-per-thread": 3}):
+        assert len(scale.frame_runs(64, external=False, gpu=True)) == 24
+
+
 def test_tasks_beside_keys_spread_over_their_workers_not_over_the_keys():
     """Nine keys on worker a, three on b: twelve tasks beside them go six to each worker, each
     worker's keys taken in turn; without two known owners they spread over the keys as before."""

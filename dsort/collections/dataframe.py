@@ -245,7 +245,7 @@ def sort_values_external(
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
     owners = scale.partition_workers(df)
-    runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners)
+    runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners, gpu=device == "gpu" or on_gpu_frame(df))
     groups = scale.merge_groups(partitions, len(runs_at))
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)

@@ -63,15 +63,16 @@ def array_runs(sizes, row_bytes: int, gpu: bool, external: bool, host: bool = Tr
     return plan.groups(sizes, count)
 
 
-def frame_runs(partitions: int, external: bool, owners=None) -> list:
+def frame_runs(partitions: int, external: bool, owners=None, gpu: bool = False) -> list:
     """Partitions grouped into runs, by count (their sizes are not known before they are read):
-    ``runs-per-thread`` for each worker thread, and for an external sort at most
+    ``runs-per-thread`` for each worker thread (``gpu-runs-per-thread`` where ``gpu``: the runs are
+    sorted and merged on GPUs), and for an external sort at most
     ``frame-partitions-per-run`` partitions a run (memory bounded by a few partitions). With
     ``owners`` (:func:`partition_workers`), no run joins partitions of two workers: dask would move
     all but one of them to one worker (2^26 rows of cudf frames on two GPUs, over TCP: 15 of 32
     runs waited up to 0.6 s for a partition of the other GPU); unless that makes more than
     :data:`MOST_RUNS_FOLLOWING_WORKERS` times the runs (partitions scattered over the workers)."""
-    count = plan.run_count(partitions, threads(), int(config.get("scale.runs-per-thread")))
+    count = plan.run_count(partitions, threads(), int(config.get("scale.gpu-runs-per-thread" if gpu else "scale.runs-per-thread")))
     if external:
         count = max(count, -(-partitions // max(1, int(config.get("scale.frame-partitions-per-run")))))
     runs = plan.groups([1] * partitions, count)
