@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from _common import print_table, write_json  # noqa: E402
+from _common import print_table, timeline, write_json  # noqa: E402
 
 CASES = {
     "numbers": ["id", "fare", "n"],
@@ -87,11 +87,12 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--cases", default=",".join(CASES), help="comma separated, of: " + ", ".join(CASES))
+    p.add_argument("--timeline", action="store_true", help="print each sort's task groups in its last round (where the time went)")
     p.add_argument("--json", default=None)
     a = p.parse_args()
 
     import dask.dataframe as dd
-    from distributed import Client, LocalCluster, wait
+    from distributed import Client, LocalCluster, get_task_stream, wait
 
     from dsort.dataframe import sort_values
 
@@ -111,10 +112,13 @@ def main() -> None:
             for i in range(a.repeat + 1):
                 for who in ("dsort", "dask"):
                     fresh = frame.map_partitions(_same, token=f"bench-{who}-{i}-{time.time_ns()}")
-                    t = time.perf_counter()
-                    res = (sort_values(fresh, "fare") if who == "dsort" else fresh.sort_values("fare")).persist()
-                    wait(res)
-                    dt = time.perf_counter() - t
+                    with get_task_stream() as stream:
+                        t = time.perf_counter()
+                        res = (sort_values(fresh, "fare") if who == "dsort" else fresh.sort_values("fare")).persist()
+                        wait(res)
+                        dt = time.perf_counter() - t
+                    if a.timeline and i == a.repeat:
+                        timeline(f"{case}, {who}, {dt:.2f} s", stream.data)
                     if i == 0:  # the warm-up round, checked
                         got = res.compute()
                         assert len(got) == rows and got["fare"].is_monotonic_increasing and int(got["id"].sum()) == expected, (case, who)

@@ -255,6 +255,17 @@ def where_it_runs() -> tuple[bool, int]:
     return False, sum(w.get("memory_limit") or available for w in workers) or available
 
 
+def rows_travel() -> bool:
+    """Whether the graph will run in several processes (dask's process scheduler, or two
+    distributed workers or more), between which a sort's rows move."""
+    import dask
+
+    if dask.config.get("scheduler", None) in ("processes", "multiprocessing"):
+        return True
+    workers = _distributed_workers()
+    return workers is not None and len(workers) > 1
+
+
 def one_host() -> bool:
     """Whether the graph will run on this one machine: a local scheduler, or distributed workers
     that all share one host (so every worker can read a file any other wrote)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import frame_chunk as F
-from ..core.frame_wire import wire
+from ..core.frame_wire import carry, wire
 from ..core.frame_keys import KeySpec
 from . import tasks as T
 
@@ -158,18 +158,26 @@ def _is_key(x, dsk) -> bool:
 def wired_inputs(dsk: dict, df, token: str) -> list:
     """The keys of frame ``df``'s partitions as a sort's runs take them: where its meta has object
     columns (lists, arrays, dicts: pickled one value at a time when a partition moves to a run on
-    another worker), each partition is first wrapped where it is made (:func:`dsort.core.frame_wire.wire`,
-    a task each, added to ``dsk``), so it travels through Arrow; else the partitions themselves."""
+    another worker), each partition is first wrapped where it is made (a task each, added to
+    ``dsk``), so it travels through Arrow; else the partitions themselves. Where the graph runs
+    in several processes (the rows travel to the runs, then to the merges), its object columns
+    of arrays are carried as Arrow columns from there (:func:`dsort.core.frame_wire.carry`;
+    converted once, not at every move: BENCHMARKS.md section 5), and the merges give them back
+    (:func:`dsort.core.frame_chunk.merge`); in one process they stay as they are
+    (:func:`dsort.core.frame_wire.wire`: converted only if pickled)."""
     import pandas as pd
+
+    from .external import rows_travel
 
     keys = df.__dask_keys__()
     meta = getattr(df, "_meta", None)
     if not isinstance(meta, pd.DataFrame) or not any(d == np.dtype(object) for d in meta.dtypes):  # pandas' object columns only
         return keys
     layer = T.name(T.WIRE, token)
+    how = carry if rows_travel() else wire
     out = [(layer, i) for i in range(len(keys))]
     for k, key in zip(out, keys):
-        dsk[k] = T.task(k, wire, T.ref(key))
+        dsk[k] = T.task(k, how, T.ref(key))
     return out
 
 

@@ -23,7 +23,7 @@ from .. import engine as engines
 from ..engine import device as dev
 from ..engine import host
 from .frame_keys import KeySpec, common_widths, widen
-from .frame_wire import Wired, unwire, wire
+from .frame_wire import Wired, restore, unwire, wire
 
 
 @dataclass
@@ -392,4 +392,4 @@ def _merge(meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
         out = gather([f for f, _ in pieces], merge_order([k for _, k in pieces], device), index=not ignore_index)
     if ignore_index:
         out = with_positions(out, int(cut[t].sum()))
-    return frame_cudf.like(out, meta) if frame_cudf.is_cudf(out) else out
+    return frame_cudf.like(out, meta) if frame_cudf.is_cudf(out) else restore(out, meta)  # object columns carried as Arrow: back

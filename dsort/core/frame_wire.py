@@ -8,6 +8,13 @@ while it stays in its process) and converts only when it is pickled: every objec
 values are all 1-d NumPy arrays of one dtype (or None) goes as one Arrow list array, and comes
 back as the same arrays (same dtype, same values, None where None). Other columns pickle as
 pandas pickles them. :func:`unwire` gives the frame back.
+
+Where a sort's rows travel more than once (a cluster of several worker processes: the input to
+its runs, the slices to their merges), converting at every move costs more than converting
+twice: :func:`carry` turns those object columns into Arrow list columns as the input is read
+(Arrow's take, slices and concatenation move them from there on, and they pickle as Arrow), and
+:func:`restore` gives the output partitions their object columns back, as the input's meta has
+them.
 """
 
 from __future__ import annotations
@@ -103,3 +110,52 @@ def _rebuild(rest: pd.DataFrame, columns: pd.Index, arrays: dict) -> Wired:
     frame = pd.DataFrame(data, index=rest.index, copy=False).set_axis(columns, axis=1)
     frame.attrs = rest.attrs
     return Wired(frame)
+
+
+def carry(frame):
+    """``frame`` with each object column whose values are all 1-d NumPy arrays of one number dtype
+    (or None) held as an Arrow list column (``pd.ArrowDtype``); other frames and columns as they
+    are. :func:`restore` undoes it."""
+    if not isinstance(frame, pd.DataFrame) or not any(d == np.dtype(object) for d in frame.dtypes):
+        return frame
+    columns = {}
+    for i, dtype in enumerate(frame.dtypes):
+        if dtype == np.dtype(object):
+            got = _as_arrow(frame.iloc[:, i].to_numpy())
+            if got is not None:
+                columns[i] = pd.Series(pd.arrays.ArrowExtensionArray(got), index=frame.index, copy=False)
+    if not columns:
+        return frame
+    out = frame.copy(deep=False)
+    for i, column in columns.items():
+        out.isetitem(i, column)
+    return out
+
+
+def restore(frame, meta):
+    """``frame`` with its Arrow list columns that are object columns in ``meta`` (made so by
+    :func:`carry`) as object columns of NumPy arrays again, None where null; others as they are."""
+    if not isinstance(frame, pd.DataFrame) or not isinstance(meta, pd.DataFrame) or frame.shape[1] != meta.shape[1]:
+        return frame
+    back = [
+        i
+        for i, (have, want) in enumerate(zip(frame.dtypes, meta.dtypes))
+        if want == np.dtype(object) and isinstance(have, pd.ArrowDtype) and pa_list(have.pyarrow_dtype)
+    ]
+    if not back:
+        return frame
+    import pyarrow as pa
+
+    out = frame.copy(deep=False)
+    for i in back:
+        arrow = pa.array(frame.iloc[:, i].array)
+        arrow = arrow.combine_chunks() if isinstance(arrow, pa.ChunkedArray) else arrow
+        out.isetitem(i, pd.Series(arrow.to_numpy(zero_copy_only=False), index=frame.index, dtype=object, copy=False))
+    return out
+
+
+def pa_list(typ) -> bool:
+    """Whether Arrow type ``typ`` is a list type (of :func:`carry`'s making)."""
+    import pyarrow as pa
+
+    return pa.types.is_list(typ)
