@@ -137,25 +137,18 @@ def restore(frame, meta):
     :func:`carry`) as object columns of NumPy arrays again, None where null; others as they are."""
     if not isinstance(frame, pd.DataFrame) or not isinstance(meta, pd.DataFrame) or frame.shape[1] != meta.shape[1]:
         return frame
+    import pyarrow as pa
+
     back = [
         i
         for i, (have, want) in enumerate(zip(frame.dtypes, meta.dtypes))
-        if want == np.dtype(object) and isinstance(have, pd.ArrowDtype) and pa_list(have.pyarrow_dtype)
+        if want == np.dtype(object) and isinstance(have, pd.ArrowDtype) and pa.types.is_list(have.pyarrow_dtype)
     ]
     if not back:
         return frame
-    import pyarrow as pa
-
     out = frame.copy(deep=False)
     for i in back:
         arrow = pa.array(frame.iloc[:, i].array)
         arrow = arrow.combine_chunks() if isinstance(arrow, pa.ChunkedArray) else arrow
         out.isetitem(i, pd.Series(arrow.to_numpy(zero_copy_only=False), index=frame.index, dtype=object, copy=False))
     return out
-
-
-def pa_list(typ) -> bool:
-    """Whether Arrow type ``typ`` is a list type (of :func:`carry`'s making)."""
-    import pyarrow as pa
-
-    return pa.types.is_list(typ)
