@@ -157,3 +157,22 @@ def test_threads_opening_one_shared_array_share_one_mapping(fake_ipc):
         ipc._open(_shared(b"full"), 0)
     assert not isinstance(e.value, ipc.SharedGone)
     assert fake_ipc == {} and ipc._opened == {}
+
+
+def test_kept_mappings_stay_open_counted_once_until_closed(fake_ipc):
+    """A reader that keeps its mappings (a store of a job) opens each array once however often it
+    reads it; other readers of the process share that mapping and their closes leave it open;
+    close_kept unmaps what the last of them no longer uses."""
+    a, b = _shared(b"a"), _shared(b"b")
+    kept = set()
+    p = ipc._open(a, 0, kept)
+    assert ipc._open(a, 0, kept) == p and ipc._open(b, 0, kept) and kept == {b"a", b"b"}
+    assert ipc._opened[b"a"][2] == 1  # counted once for the kept set
+    ipc._open(a, 0)  # another reader, not keeping it
+    ipc._close(a.handle)
+    assert set(fake_ipc) == {b"a", b"b"}  # still mapped: kept
+    ipc._open(b, 0)  # another reader still reading b when the keeper closes
+    ipc.close_kept(kept)
+    assert kept == set() and set(fake_ipc) == {b"b"}
+    ipc._close(b.handle)
+    assert fake_ipc == {} and ipc._opened == {}

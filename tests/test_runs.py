@@ -148,7 +148,7 @@ def test_a_gone_run_of_another_process_is_made_again_once_by_recover(tmp_path, r
     mine = s.put(0, rows[::-1].copy())
     gone = R.Run(cfg.job, 3, 10, "shared", device=0, shared=ipc.Shared(b"h", (10, 4), "|u1", "bus", "host", "another process"))
 
-    def opened(shares):
+    def opened(shares, kept=None):
         raise ipc.SharedGone("cudaErrorInvalidResourceHandle")
 
     monkeypatch.setattr(ipc, "opened", opened)
@@ -517,3 +517,49 @@ def _read_too_late(config, items):
 
 def _read_fails(config, items):
     raise FileNotFoundError("no such run")
+
+
+def test_shared_runs_are_freed_only_once_no_other_process_maps_them(tmp_path):
+    """An owner lets its shared runs go at once where no other process holds the job; while
+    another living process's mark is there (it keeps the runs mapped) they wait, and the watcher
+    frees them once that mark is gone; marks of ended processes are removed and hold nothing."""
+    import gc
+    import time
+    import weakref
+
+    class Arr:  # stands for a shared run's allocation
+        pass
+
+    directory = str(tmp_path / "runs")
+    free, kept, late = Arr(), Arr(), Arr()
+    gone_free, gone_kept, gone_late = weakref.ref(free), weakref.ref(kept), weakref.ref(late)
+    mine = R.hold(directory)  # this process maps others' runs too: its own mark holds nothing of its own
+    R.free_shared(directory, [free])
+    del free
+    gc.collect()
+    assert gone_free() is None and not R._pending
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
+    (tmp_path / "runs.holds" / f"{dead.stdout.strip()}-{uuid.uuid4().hex}").touch()  # an ended process's mark
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        theirs = tmp_path / "runs.holds" / f"{other.pid}-{uuid.uuid4().hex}"
+        theirs.touch()
+        R.free_shared(directory, [kept])
+        R.free_shared(directory, [late])
+        del kept, late
+        gc.collect()
+        assert gone_kept() is not None and gone_late() is not None and len(R._pending) == 2
+        time.sleep(3 * R.WATCH_SECONDS)
+        assert gone_kept() is not None  # the other process still maps them
+        R.unhold(theirs)  # its mappings closed
+        deadline = time.monotonic() + 10
+        while R._pending and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gc.collect()
+        assert gone_kept() is None and gone_late() is None and not R._pending
+        assert sorted(os.listdir(tmp_path / "runs.holds")) == [mine.name]  # the ended process's mark removed
+    finally:
+        other.kill()
+        other.wait()
+    R.unhold(mine)
+    assert not os.path.exists(tmp_path / "runs.holds")

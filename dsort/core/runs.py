@@ -210,6 +210,9 @@ class RunStore:
         self._kept: list = []  # dask futures of runs made again through the scheduler (RunStore.keep)
         self._makings: dict[int, int] = {}  # index -> times made again for this store (RunStore.making)
         self._reserved: dict[int, tuple] = {}  # index -> (budget key, bytes) of the runs held within a budget
+        self._shared: set[int] = set()  # the runs this process shares with the others (their owner: this store)
+        self._maps: set = set()  # other processes' shared runs mapped here, kept open until the store closes
+        self._hold: Path | None = None  # this process's mark that it maps other processes' runs (hold)
 
     # -- putting a run -------------------------------------------------------------------------
 
@@ -254,6 +257,7 @@ class RunStore:
                 got = ipc.share(rows)
                 if got is not None:
                     self._data[index], handle = got
+                    self._shared.add(index)
                     return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle)
                 self._unreserve(index)
             if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget, index):
@@ -360,7 +364,7 @@ class RunStore:
         host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
         # one mapping per run file for all its slices (the cuts read thousands of windows)
         files = self._files
-        with _opened(others) as opened:
+        with _opened(others, self._mappings() if others else None) as opened:
             opened = dict(zip(others, opened))
             for i, (run, lo, hi) in enumerate(items):
                 lo, hi, rb = int(lo), int(hi), widths[i]
@@ -419,6 +423,15 @@ class RunStore:
             for i, _, _, size, at in segments:
                 out[i] = flat[at : at + size].reshape(size // widths[i], widths[i])
         return out
+
+    def _mappings(self) -> set:
+        """Where this store keeps other processes' runs mapped (:func:`dsort.engine.ipc.opened`),
+        this process's :func:`hold` on them made first: a run is read by every merge, and an open
+        costs a millisecond."""
+        with self._lock:
+            if self._hold is None:
+                self._hold = hold(self.config.directory)
+        return self._maps
 
     def release(self, items) -> None:
         """Let this process's mapped pages of the slices ``items`` (``(run, lo, hi)``) of run files
@@ -549,7 +562,11 @@ class RunStore:
         directory): their readers are done."""
         for i in indices:
             with self._lock:
-                self._data.pop(i, None)
+                data = self._data.pop(i, None)
+                shared = i in self._shared
+                self._shared.discard(i)
+            if shared:
+                free_shared(self.config.directory, [data])
             self._unreserve(i)
             path = self._file(i)
             self._files.forget(str(path))
@@ -557,7 +574,17 @@ class RunStore:
                 path.unlink()
 
     def close(self) -> None:
-        """Free every run in memory and remove the run files."""
+        """Close the other processes' runs mapped here, free every run in memory (shared ones once
+        no other process maps them) and remove the run files."""
+        ipc.close_kept(self._maps)
+        if self._hold is not None:
+            unhold(self._hold)
+            self._hold = None
+        with self._lock:
+            shared = [self._data[i] for i in self._shared if i in self._data]
+            self._shared.clear()
+        free_shared(self.config.directory, shared)
+        del shared
         self._data.clear()
         self._kept.clear()
         self.recovered.clear()
@@ -578,15 +605,15 @@ class RunsGone(OSError):
 
 
 @contextlib.contextmanager
-def _opened(runs: dict):
+def _opened(runs: dict, kept: set | None = None):
     """:func:`dsort.engine.ipc.opened` of other processes' shared ``runs`` (by index), each apart:
     the runs that cannot be opened (their worker restarted, say) fail the read with their names
-    (:class:`RunsGone`), the others opened meanwhile closed again."""
+    (:class:`RunsGone`), the others opened meanwhile closed again (unless ``kept``)."""
     with contextlib.ExitStack() as stack:
         got, gone = [], {}
         for r in runs.values():
             try:
-                got += stack.enter_context(ipc.opened([r.shared]))
+                got += stack.enter_context(ipc.opened([r.shared], kept))
             except ipc.SharedGone as e:
                 gone[r.index] = (r, e)
         if gone:
@@ -749,7 +776,7 @@ def _get_or_make(config: StoreConfig) -> tuple:
 # -- shared runs: freed by the process that made them, once the job is over -------------------
 
 _watched: dict[str, str] = {}  # job -> its directory, for the jobs whose shared runs this process holds
-_watch_lock = threading.Lock()
+_watch_lock = threading.RLock()  # taken again by a store the watcher closes (free_shared)
 WATCH_SECONDS = 0.25
 
 
@@ -790,9 +817,68 @@ def _free_finished() -> None:
             for j in [j for j, d in _watched.items() if not os.path.isdir(d)]:
                 del _watched[j]
                 drop(j)
-            if not _watched:
+            _pending[:] = [(d, arrays) for d, arrays in _pending if _holders(d)]
+            if not (_watched or _pending):
                 _watcher.clear()
                 return
+
+
+# -- other processes' runs mapped here: held until this process's store of the job closes -------
+#
+# A reader keeps another process's shared run mapped from its first read until its store of the
+# job closes (the job's directory gone). CUDA leaves a mapping of freed memory undefined, so each
+# reading process marks the job (a file of its own in DIRECTORY.holds) before its first mapping and
+# removes the mark after closing them; an owner frees its shared runs only once no other living
+# process's mark is left (the watcher looks again while some are).
+
+_pending: list = []  # (job directory, [shared arrays]): freed here once no other process holds the job
+
+
+def hold(directory: str) -> Path:
+    """This process's mark that it maps runs of the job in ``directory``."""
+    d = Path(f"{directory}.holds")
+    d.mkdir(parents=True, exist_ok=True)
+    mark = d / f"{os.getpid()}-{ipc.PROCESS}"
+    mark.touch()
+    return mark
+
+
+def unhold(mark: Path) -> None:
+    """Remove this process's ``mark`` (its mappings closed), and the holds directory if it was the last."""
+    with contextlib.suppress(FileNotFoundError):
+        mark.unlink()
+    with contextlib.suppress(OSError):
+        mark.parent.rmdir()
+
+
+def _holders(directory: str) -> int:
+    """How many other living processes hold the job in ``directory`` (marks of ended ones removed)."""
+    d = Path(f"{directory}.holds")
+    n = 0
+    with contextlib.suppress(FileNotFoundError):
+        for e in os.scandir(d):
+            pid, _, process = e.name.partition("-")
+            if process == ipc.PROCESS:
+                continue
+            if pid.isdigit() and alive(int(pid)):
+                n += 1
+            else:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(e.path)
+    if not n:
+        with contextlib.suppress(OSError):
+            d.rmdir()
+    return n
+
+
+def free_shared(directory: str, arrays: list) -> None:
+    """Let this process's shared ``arrays`` of the job in ``directory`` go: now where no other
+    process holds the job, else once none does (the watcher keeps them until then)."""
+    arrays = [a for a in arrays if a is not None]
+    if arrays and _holders(directory):
+        with _watch_lock:
+            _pending.append((directory, arrays))
+            _start_watcher()
 
 
 def drop(job: str, directory: str | None = None) -> None:

@@ -4,7 +4,8 @@ A worker process keeps the run it sorted on its GPU; the other worker processes 
 open it by its handle and copy the slices they need device to device (over NVLink where the GPUs
 differ): no file, no host copy. A handle names its GPU by PCI bus id, which every process agrees
 on, whatever its CUDA_VISIBLE_DEVICES says. An opened array is closed as soon as its reader has
-copied out of it, so the owner may free it once every reader is done.
+copied out of it, or kept open by a reader that reads it again and again (a worker's store of a
+sort, until the sort is over): the owner frees it only once no reader maps it.
 
 Another GPU's array is mapped into the reading thread's own GPU (CUDA enables peer access for
 that mapping), not opened on the GPU that holds it: a process that opened there made a CUDA context
@@ -146,8 +147,9 @@ def mapping_device(d: int) -> int:
     return here if here == d or _reads_directly(here, d) else d
 
 
-def _open(s: Shared, d: int) -> tuple:
-    """``(device pointer, the GPU it is mapped in)`` of ``s`` (on GPU ``d``), counted."""
+def _open(s: Shared, d: int, kept: set | None = None) -> tuple:
+    """``(device pointer, the GPU it is mapped in)`` of ``s`` (on GPU ``d``), counted; counted once
+    for ``kept`` (a reader's set of mappings it keeps open: :func:`opened`)."""
     import cupy
 
     with _opened_lock:
@@ -162,7 +164,10 @@ def _open(s: Shared, d: int) -> tuple:
                         raise
                     raise SharedGone(f"a device array shared on GPU {s.bus} could not be opened: {e}") from None
             got = _opened[s.handle] = [ptr, at, 0]
-        got[2] += 1
+        if kept is None or s.handle not in kept:
+            got[2] += 1
+            if kept is not None:
+                kept.add(s.handle)
         return got[0], got[1]
 
 
@@ -178,14 +183,26 @@ def _close(handle: bytes) -> None:
                 cupy.cuda.runtime.ipcCloseMemHandle(got[0])
 
 
+def close_kept(kept: set) -> None:
+    """Close the mappings a reader kept open (:func:`opened` with ``kept``), emptying ``kept``.
+    Only then may their owners free them: CUDA leaves a mapping of freed memory undefined."""
+    with _opened_lock:
+        handles = list(kept)
+        kept.clear()
+    for h in handles:
+        _close(h)
+
+
 @contextlib.contextmanager
-def opened(shares):
+def opened(shares, kept: set | None = None):
     """``[(array, device)]``: each of another process's ``shares`` mapped into this thread's GPU
     (:func:`mapping_device`; ``device`` as this process numbers it), or ``(None, None)`` where the
     GPU that holds it is not visible here. Copy out of them inside the block, on each array's
-    device or into host memory; every such device's current stream is synchronized before they
-    close. Threads of one process opening the same array share one mapping, closed by the last of
-    them."""
+    device or into host memory; every such device's current stream is synchronized at its end.
+    Threads of one process opening the same array share one mapping, closed by the last of them;
+    with ``kept`` (a set of handles) the mappings stay open, counted once in ``kept``, until
+    :func:`close_kept`: an open costs about a millisecond, a copy of a merge's slice tens of
+    microseconds, and a run is read by every merge of the sort."""
     if not shares:  # nothing to open: no CuPy needed
         yield []
         return
@@ -198,8 +215,9 @@ def opened(shares):
             if d is None:
                 out.append((None, None))
                 continue
-            ptr, at = _open(s, d)
-            handles.append(s.handle)
+            ptr, at = _open(s, d, kept)
+            if kept is None:
+                handles.append(s.handle)
             devices.add(at)
             nbytes = int(np.prod(s.shape)) * np.dtype(s.dtype).itemsize
             mem = cupy.cuda.UnownedMemory(ptr, nbytes, None, at)
