@@ -426,8 +426,8 @@ class RunStore:
 
     def _mappings(self) -> set:
         """Where this store keeps other processes' runs mapped (:func:`dsort.engine.ipc.opened`),
-        this process's :func:`hold` on them made first: a run is read by every merge, and an open
-        costs a millisecond."""
+        this process's :func:`hold` on them made first (every merge reads every run: each is
+        opened here once)."""
         with self._lock:
             if self._hold is None:
                 self._hold = hold(self.config.directory)

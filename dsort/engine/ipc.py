@@ -201,8 +201,8 @@ def opened(shares, kept: set | None = None):
     device or into host memory; every such device's current stream is synchronized at its end.
     Threads of one process opening the same array share one mapping, closed by the last of them;
     with ``kept`` (a set of handles) the mappings stay open, counted once in ``kept``, until
-    :func:`close_kept`: an open costs about a millisecond, a copy of a merge's slice tens of
-    microseconds, and a run is read by every merge of the sort."""
+    :func:`close_kept`: an open costs many times a merge's copy of its slice, and every merge of a
+    sort reads every run (BENCHMARKS.md section 7)."""
     if not shares:  # nothing to open: no CuPy needed
         yield []
         return
