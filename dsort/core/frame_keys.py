@@ -4,12 +4,13 @@ kind="stable")``; no dask here.
 
 One column's bytes: a missing-value byte, then the value's order-preserving bytes (big-endian, sign
 bit flipped; all bits flipped for negative floats; inverted when descending, the missing-value byte
-never, so missing values stay last/first both ways). A string column's value is its UTF-8 bytes
-padded with NUL to a *width*, then its byte length (4 bytes, big-endian, so "a" sorts before
-"a\0"). Every column but a string one has a width fixed by its dtype; a string column's width is
-the longest value's, so two partitions' keys compare only at one width: :func:`widen` pads the
-narrower (a cheap copy) without touching the data again, which is what lets each partition encode
-its keys alone, with no pass over the data beforehand.
+never, so missing values stay last/first both ways). A nullable or Arrow float's NaN, which pandas
+holds as a value, sorts where pandas puts it (:func:`_nan_high`). A string column's value is its
+UTF-8 bytes padded with NUL to a *width*, then its byte length (4 bytes, big-endian, so "a" sorts
+before "a\0"). Every column but a string one has a width fixed by its dtype; a string column's
+width is the longest value's, so two partitions' keys compare only at one width: :func:`widen` pads
+the narrower (a cheap copy) without touching the data again, which is what lets each partition
+encode its keys alone, with no pass over the data beforehand.
 """
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     elif pdt.is_float_dtype(dtype):
         np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
         v, missing = number_word(s.to_numpy(dtype=np_dtype if np_dtype.itemsize in (4, 8) else np.float64, na_value=np.nan))
-        na |= missing
+        nan = missing & ~na  # NaN that is a value, not missing: a nullable or Arrow float's (NumPy's NaN is missing)
+        if nan.any():
+            v[nan] = np.iinfo(v.dtype).max if _nan_high(dtype, descending, na_first) else 0
     elif _is_string(s):
         data, offsets = _utf8_buffers(s)
         width = max(int(width or 0), 1)
@@ -93,6 +96,14 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     if na.any():
         out[na, 1:] = 0
     return out
+
+
+def _nan_high(dtype, descending: bool, na_first: bool) -> bool:
+    """Whether a float column's NaN that is not missing takes the highest word (else the lowest),
+    before the words are inverted for a descending column, so that it sorts where pandas puts it: a
+    nullable float's (``Float64``) as a value above +inf (last ascending, first descending); an
+    Arrow float's as pyarrow orders it, beside the missing values, between them and the values."""
+    return na_first == descending if isinstance(dtype, pd.ArrowDtype) else True
 
 
 def number_word(x, xp=np, kind=None, out=None) -> tuple:
