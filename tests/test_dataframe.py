@@ -466,7 +466,7 @@ def test_more_argument_errors_at_the_call():
     with pytest.raises(TypeError, match="column 'z' of type complex128"):
         sort_series(dd.from_pandas(pd.Series([1 + 1j], name="z"), npartitions=1))
     mixed = dd.from_pandas(pd.DataFrame({"o": pd.Series([1, "a"], dtype=object)}), npartitions=1)
-    with pytest.raises(TypeError, match="sorts an object column as strings, and it holds int values"):
+    with pytest.raises(TypeError, match="column 'o': it holds values of types int, str, which do not compare"):
         sort_values(mixed, "o").compute(scheduler="sync")
 
 

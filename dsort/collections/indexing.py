@@ -43,7 +43,8 @@ def set_index(
     last: the largest value); partitions that would be empty are left out, and a frame of no rows
     has unknown divisions. A categorical is sorted in its categories' order (ordered or not), its
     divisions in that order too, as dask's. Missing values in ``other`` go last, all in the last
-    partition, the divisions made of the values (as dask's); a key of missing values only is
+    partition, the divisions made of the values (as dask's; a nullable or Arrow float's NaN, which
+    pandas sorts after +inf and before them, goes there too); a key of missing values only is
     refused. The cuts run at the call, with the sorted partitions persisted so the
     input is read once; the rest is lazy.
 
@@ -83,7 +84,7 @@ def set_index(
     missing, rows, presorted = _key_pass(df, other, dtype)
     if missing and missing == rows:
         raise UnsupportedValue(  # dask's own set_index takes them (the switch hands such calls to it)
-            f"column {other!r} holds only missing values; divisions cannot be made of them"
+            f"column {other!r} holds only missing values (and NaN); divisions cannot be made of them"
         )
     if presorted is not None and divisions is None and output_partitions(df, npartitions) == df.npartitions:
         # in order already: each partition indexed where it is, nothing moved (as dask does)
@@ -175,10 +176,20 @@ def _ends(s):
     """``(missing values, rows, (first, last))`` of a partition's key; ``(first, last)`` None unless
     it is sorted, has rows and nothing missing (a cudf key's, read as pandas)."""
     s = frame_cudf.to_pandas(s) if frame_cudf.is_cudf(s) else s
-    missing = int(s.isna().sum())
+    missing = _undivided(s)
     if not len(s) or missing or not s.is_monotonic_increasing:
         return missing, len(s), None
     return 0, len(s), (s[0], s[-1]) if isinstance(s, pd.Index) else (s.iloc[0], s.iloc[-1])
+
+
+def _undivided(s) -> int:
+    """Values of a key (a Series or Index) that no division is made of, all sorted last: the missing
+    ones, and the NaN of a nullable or Arrow float, a value to pandas (after +inf, before the
+    missing ones) that equals nothing, so no ``loc`` finds it by divisions."""
+    gone = np.asarray(s.isna(), dtype=bool)
+    if pd.api.types.is_float_dtype(s.dtype) and not isinstance(s.dtype, np.dtype):
+        gone = gone | np.isnan(s.to_numpy(dtype=np.float64, na_value=np.nan))
+    return int(gone.sum())
 
 
 def dask_method(cls, name):
@@ -259,7 +270,7 @@ def _firsts(part, plan, q, spec, cut) -> list:
     for t in range(cut.shape[0] - 1):
         a, b = int(cut[t, q]), int(cut[t + 1, q])
         out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
-    n = len(frame) - int(col.isna().sum())  # its last value: missing ones sort after it
+    n = len(frame) - _undivided(col)  # its last value: missing ones (and NaN) sort after it
     out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
     return out
 

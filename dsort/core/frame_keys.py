@@ -4,12 +4,15 @@ kind="stable")``; no dask here.
 
 One column's bytes: a missing-value byte, then the value's order-preserving bytes (big-endian, sign
 bit flipped; all bits flipped for negative floats; inverted when descending, the missing-value byte
-never, so missing values stay last/first both ways). A string column's value is its UTF-8 bytes
-padded with NUL to a *width*, then its byte length (4 bytes, big-endian, so "a" sorts before
-"a\0"). Every column but a string one has a width fixed by its dtype; a string column's width is
-the longest value's, so two partitions' keys compare only at one width: :func:`widen` pads the
-narrower (a cheap copy) without touching the data again, which is what lets each partition encode
-its keys alone, with no pass over the data beforehand.
+never, so missing values stay last/first both ways). A nullable or Arrow float's NaN, which pandas
+holds as a value, sorts where pandas puts it (:func:`_nan_high`). A string column's value is its
+UTF-8 bytes (lone surrogates kept, in code point order) padded with NUL to a *width*, then its byte
+length (4 bytes, big-endian, so "a" sorts before "a\0"); an object column's value is its string's,
+its bytes, or its number's (in Python's order: :func:`_number_bytes`), and values that do not
+compare are refused. Every column but a string one has a width fixed by its dtype; a string column's
+width is the longest value's, so two partitions' keys compare only at one width: :func:`widen` pads
+the narrower (a cheap copy) without touching the data again, which is what lets each partition
+encode its keys alone, with no pass over the data beforehand.
 """
 
 from __future__ import annotations
@@ -58,16 +61,19 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     elif pdt.is_float_dtype(dtype):
         np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
         v, missing = number_word(s.to_numpy(dtype=np_dtype if np_dtype.itemsize in (4, 8) else np.float64, na_value=np.nan))
-        na |= missing
+        nan = missing & ~na  # NaN that is a value, not missing: a nullable or Arrow float's (NumPy's NaN is missing)
+        if nan.any():
+            v[nan] = np.iinfo(v.dtype).max if _nan_high(dtype, descending, na_first) else 0
     elif _is_string(s):
-        data, offsets = _utf8_buffers(s)
+        data, offsets = _value_buffers(s)
         width = max(int(width or 0), 1)
-        # UTF-8 bytes compare like the code points that Python and pandas compare; NUL pads. The
-        # byte length follows (big-endian), so "a" sorts before "a\0": padding alone would tie them.
-        # Built with array operations: each row's bytes gathered from Arrow's buffers at once.
+        # UTF-8 bytes (an object column's numbers: bytes of their own) compare like the code points
+        # that Python and pandas compare; NUL pads. The byte length follows (big-endian), so "a"
+        # sorts before "a\0": padding alone would tie them. Built with array operations: each row's
+        # bytes gathered from the buffers at once.
         size = np.diff(offsets)
         if len(size) and int(size.max()) > width:
-            raise ValueError(f"column {s.name!r} holds a value of {int(size.max())} UTF-8 bytes, wider than the {width} given")
+            raise ValueError(f"column {s.name!r} holds a value of {int(size.max())} bytes, wider than the {width} given")
         cols = np.arange(width)
         inside = cols[None, :] < size[:, None]
         at = np.where(inside, offsets[:-1, None] + cols[None, :], 0)
@@ -93,6 +99,14 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     if na.any():
         out[na, 1:] = 0
     return out
+
+
+def _nan_high(dtype, descending: bool, na_first: bool) -> bool:
+    """Whether a float column's NaN that is not missing takes the highest word (else the lowest),
+    before the words are inverted for a descending column, so that it sorts where pandas puts it: a
+    nullable float's (``Float64``) as a value above +inf (last ascending, first descending); an
+    Arrow float's as pyarrow orders it, beside the missing values, between them and the values."""
+    return na_first == descending if isinstance(dtype, pd.ArrowDtype) else True
 
 
 def number_word(x, xp=np, kind=None, out=None) -> tuple:
@@ -198,36 +212,102 @@ def _decimal_bytes(s: pd.Series) -> np.ndarray:
     return out
 
 
-def _utf8_buffers(s: pd.Series):
-    """A string column's UTF-8 bytes as Arrow holds them: ``(data uint8, offsets int64)``, row
-    ``i`` being ``data[offsets[i]:offsets[i + 1]]``; missing values empty. Arrow-backed strings
-    (pandas' default string dtype) are used as they are; object columns go through Arrow once."""
+def _value_buffers(s: pd.Series):
+    """A string column's value bytes: ``(data uint8, offsets int64)``, row ``i`` being
+    ``data[offsets[i]:offsets[i + 1]]``; missing values empty. Arrow-backed strings (pandas' default
+    string dtype) as Arrow holds them; object columns, and strings stored as Python objects, by
+    :func:`_object_buffers`."""
     import pyarrow as pa
 
     arr = None
-    if not pdt.is_object_dtype(s.dtype):
+    if not pdt.is_object_dtype(s.dtype) and hasattr(s.array, "__arrow_array__"):
         try:
-            arr = pa.chunked_array(pa.array(s.array)).combine_chunks() if hasattr(s.array, "__arrow_array__") else None
-        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
+            arr = pa.chunked_array(pa.array(s.array)).combine_chunks()
+        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError, UnicodeEncodeError):  # Python strings: a lone surrogate
             arr = None
-    if arr is None:
-        try:
-            arr = pa.array(s.astype(object).where(s.notna(), None), type=pa.large_string(), from_pandas=True)
-        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError):
-            odd = next((x for x in s.dropna() if not isinstance(x, str)), None)
-            raise UnsupportedType(
-                f"cannot sort by column {s.name!r}: dsort sorts an object column as strings, and it holds "
-                f"{type(odd).__name__} values; give it a dtype (astype) first"
-            ) from None
+    return _object_buffers(s) if arr is None else _arrow_buffers(arr)
+
+
+def _arrow_buffers(arr):
+    """An Arrow string or binary array's ``(data uint8, offsets int64)``, nulls empty."""
+    import pyarrow as pa
+
     if not _variable_width(arr.type):
         arr = arr.cast(pa.large_string())
     if arr.null_count:
-        arr = arr.fill_null("")
+        arr = arr.fill_null(b"" if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type) else "")
     _, offsets, data = arr.buffers()
     kind = np.int64 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
     offsets = np.frombuffer(offsets, kind)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
     return data, offsets
+
+
+NUMBERS = (int, float, np.integer, np.floating, np.bool_)  # Python's bool is an int: 0 and 1, as it compares them
+NUMBER_BYTES = 10  # an object column's number: the nearest float64's word (8), then the int's distance from it (2)
+
+
+def _object_buffers(s: pd.Series):
+    """An object column's values (or Python-stored strings) as bytes that order them as Python
+    compares them, ``(data, offsets)`` as :func:`_value_buffers` gives them, missing values empty:
+    strings as UTF-8, lone surrogates kept (``surrogatepass``: their bytes lie between those of
+    U+D7FF and U+E000, in code point order); bytes as they are; numbers (ints, floats and bools,
+    Python's or NumPy's) as :func:`_number_bytes`. Values of any other type, or of types that do not
+    compare with each other (strings and numbers, which pandas' sort refuses too), are refused with
+    an :class:`UnsupportedType` that names the column and the types."""
+    import pyarrow as pa
+
+    na = s.isna().to_numpy(dtype=bool)
+    values = s.to_numpy(dtype=object)
+    kind = pdt.infer_dtype(values, skipna=True)
+    if kind not in ("string", "bytes"):  # numbers or none; or missing values it does not skip (NaT): looked at without them
+        present = values[~na]
+        kind = pdt.infer_dtype(present, skipna=False)
+    if kind in ("string", "bytes"):
+        try:
+            arr = pa.array(values, mask=na, type=pa.large_string() if kind == "string" else pa.large_binary())
+        except UnicodeEncodeError:  # a lone surrogate, which UTF-8 proper has no bytes for
+            arr = pa.array([None if m else v.encode("utf-8", "surrogatepass") for v, m in zip(values, na)], type=pa.large_binary())
+        return _arrow_buffers(arr)
+    if kind == "empty":  # no values
+        return np.empty(0, np.uint8), np.zeros(len(s) + 1, np.int64)
+    if kind in ("integer", "floating", "mixed-integer-float", "boolean") or all(isinstance(v, NUMBERS) for v in present):
+        rows = _number_bytes(present, s.name)
+        return rows.reshape(-1), np.concatenate([[0], np.cumsum(np.where(na, 0, NUMBER_BYTES))])
+    found = dict.fromkeys(map(type, present))
+    other = [t.__name__ for t in found if not issubclass(t, (str, bytes, *NUMBERS))]
+    if other:
+        raise UnsupportedType(
+            f"cannot sort by column {s.name!r}: it holds {', '.join(other)} values; dsort sorts an object column of strings, "
+            "bytes or numbers: give it a dtype (astype) first"
+        )
+    names = ", ".join(t.__name__ for t in found)
+    raise UnsupportedType(f"cannot sort by column {s.name!r}: it holds values of types {names}, which do not compare with each other")
+
+
+def _number_bytes(values: np.ndarray, name) -> np.ndarray:
+    """``(n, NUMBER_BYTES)`` uint8 of numbers (an object array of ints, floats and bools, none
+    missing) whose order is Python's, exactly: each value's nearest float64 (its word,
+    :func:`number_word`), then how far an int lies from it (int16, sign flipped, big-endian), which
+    orders the ints above 2**53 that one float64 stands for. Ints of 64 bits at most."""
+    try:
+        f = values.astype(np.float64)
+    except OverflowError:  # an int beyond any float64: refused below
+        f = None
+    big = np.flatnonzero(np.abs(f) >= 2.0**53) if f is not None else range(len(values))
+    off = np.zeros(len(values), np.int64)
+    for i in big:  # ints that a float64 may not hold exactly
+        v = values[i]
+        if isinstance(v, (float, np.floating)):
+            continue
+        if not -(2**64) < int(v) < 2**64:
+            raise UnsupportedType(f"cannot sort by column {name!r}: it holds an int of more than 64 bits ({int(v)})")
+        off[i] = int(v) - int(f[i]) if f is not None else 0
+    word, _ = number_word(f)
+    out = np.empty((len(values), NUMBER_BYTES), np.uint8)
+    out[:, :8] = word.astype(">u8").view(np.uint8).reshape(-1, 8)
+    out[:, 8:] = (off + 2**15).astype(">u2").view(np.uint8).reshape(-1, 2)
+    return out
 
 
 def column(df: pd.DataFrame, label) -> pd.Series:
@@ -261,12 +341,12 @@ def _variable_width(t) -> bool:
 
 
 def string_widths(df, by) -> dict:
-    """The widest UTF-8 value (at least 1 byte) of each string ``by`` column of a pandas partition."""
+    """The widest value (UTF-8 bytes; at least 1) of each string ``by`` column of a pandas partition."""
     out = {}
     for c in by:
         s = column(df, c)
         if _is_string(s):
-            _, offsets = _utf8_buffers(s)
+            _, offsets = _value_buffers(s)
             out[c] = max(int(np.diff(offsets).max()) if len(offsets) > 1 else 0, 1)
     return out
 

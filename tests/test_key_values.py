@@ -1,0 +1,233 @@
+"""Key values at the edges of what pandas holds, against pandas' stable sort: a nullable or Arrow
+float's NaN (a value there, not a missing one), lone surrogates in strings, and object columns of
+numbers (sorted) or of values that do not compare (refused, as pandas refuses them)."""
+
+import dask
+import dask.dataframe as dd
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from .frame_cases import reference
+from dsort.core.frame_keys import KeySpec, encode_keys
+from dsort.dataframe import set_index, sort_series, sort_values
+
+ORDERS = [(True, "last"), (True, "first"), (False, "last"), (False, "first")]
+LAYOUTS = ["three", "one", "empty"]  # partitions: three; one; three, the middle one empty
+
+
+def _floats(rng, n, dtype, share=0.2):
+    """``n`` floats of ``dtype`` (``Float64``, ``Float32`` or ``arrow``) among NaN (a value), +-inf,
+    -0.0 and ties, ``share`` of them missing."""
+    x = rng.choice([np.nan, -np.inf, np.inf, -0.0, 0.0, 1.5, -2.5, *rng.normal(0, 3, 3).round(1)], n)
+    mask = rng.random(n) < share
+    if dtype == "arrow":
+        return pd.arrays.ArrowExtensionArray(pa.array(x, mask=mask))
+    return pd.arrays.FloatingArray(x.astype(dtype.lower()), mask)
+
+
+def _filled(dtype, n, missing):
+    """``n`` NaN of ``dtype`` as values, or ``n`` missing values."""
+    x, mask = np.full(n, np.nan), np.full(n, missing)
+    if dtype == "arrow":
+        return pd.arrays.ArrowExtensionArray(pa.array(x, mask=mask))
+    return pd.arrays.FloatingArray(x.astype(dtype.lower()), mask)
+
+
+def _same(got, expected) -> bool:
+    """The same values, of the same types (NaN equal to NaN, -0.0 apart from 0): what a sort's
+    output must hold of its input's (pickled by the external sort)."""
+    return [(type(v), repr(v)) for v in got] == [(type(v), repr(v)) for v in expected]
+
+
+def _order(keys) -> np.ndarray:
+    return np.argsort(keys.view(f"S{keys.shape[1]}").ravel(), kind="stable")
+
+
+def _dask(df, layout):
+    if layout == "one":
+        return dd.from_pandas(df, npartitions=1, sort=False)
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    return ddf.map_partitions(_drop_middle, meta=ddf._meta) if layout == "empty" else ddf
+
+
+def _drop_middle(part, partition_info=None):
+    return part.iloc[:0] if partition_info["number"] == 1 else part
+
+
+def _rows(out) -> list:
+    return out.compute(scheduler="sync")["row"].tolist()
+
+
+@pytest.mark.parametrize("dtype", ["Float64", "Float32", "arrow"])
+def test_float_nan_that_is_a_value_keys_as_pandas_sorts_it(rng, dtype):
+    """A nullable float's NaN sorts above +inf (last ascending, first descending), missing values
+    where na_position says; an Arrow float's NaN beside the missing values (pyarrow's order); one
+    column and several, directions mixed (the reference: pandas' single-column sorts chained, as
+    its own sort of several Arrow columns fails on NaN); all NaN, all missing, no rows."""
+    n = 300
+    frames = [pd.DataFrame({"k": _floats(rng, n, dtype), "j": rng.integers(0, 3, n), "row": np.arange(n)})]
+    for missing in (False, True):  # all NaN, all missing
+        frames.append(pd.DataFrame({"k": _filled(dtype, 40, missing), "j": rng.integers(0, 2, 40), "row": np.arange(40)}))
+    frames.append(frames[0].iloc[:0])
+    for df in frames:
+        for ascending, na_position in ORDERS:
+            expected = df.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")["row"].to_numpy()
+            np.testing.assert_array_equal(df["row"].to_numpy()[_order(encode_keys(df, "k", ascending, na_position))], expected)
+            for by, asc in [(["k", "j"], [ascending, not ascending]), (["j", "k"], [True, ascending])]:
+                keys = encode_keys(df, by, asc, na_position)
+                np.testing.assert_array_equal(df["row"].to_numpy()[_order(keys)], reference(df, by, asc, na_position)["row"].to_numpy())
+
+
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_float_nan_that_is_a_value_sorts_as_pandas(rng, strategy, layout, tmp_path):
+    """Through dask, in memory and externally, on three partitions, one, or with an empty one:
+    every direction and na_position, and two columns in mixed directions."""
+    n = 240
+    df = pd.DataFrame({"k": _floats(rng, n, "Float64"), "j": rng.integers(0, 3, n), "row": np.arange(n)})
+    ddf = _dask(df, layout)
+    df = ddf.compute(scheduler="sync")
+    for ascending, na_position in ORDERS:
+        out = sort_values(ddf, "k", ascending=ascending, na_position=na_position, strategy=strategy, local_directory=tmp_path)
+        assert _rows(out) == df.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")["row"].tolist()
+    out = sort_values(ddf, ["j", "k"], ascending=[True, False], na_position="first", strategy=strategy, local_directory=tmp_path)
+    assert _rows(out) == reference(df, ["j", "k"], [True, False], "first")["row"].tolist()
+
+
+def test_float_nan_that_is_a_value_in_sort_series_and_set_index(rng):
+    """sort_series orders it as pandas' Series.sort_values; set_index as pandas' stable sort, NaN
+    after +inf in the last partition with the missing values, no division NaN, loc finds the values."""
+    n = 300
+    df = pd.DataFrame({"k": _floats(rng, n, "Float64"), "row": np.arange(n)})
+    df.loc[:2, "k"] = np.inf  # values up to +inf, then NaN, then missing ones
+    ddf = dd.from_pandas(df, npartitions=3, sort=False)
+    for ascending, na_position in ORDERS:
+        got = sort_series(ddf["k"], ascending=ascending, na_position=na_position).compute(scheduler="sync")
+        expected = df["k"].sort_values(ascending=ascending, na_position=na_position, kind="stable")
+        pd.testing.assert_series_equal(got, expected)
+    out = set_index(ddf, "k", npartitions=3)
+    parts = dask.compute(*out.to_delayed(), scheduler="sync")
+    expected = df.sort_values("k", kind="stable").set_index("k")
+    pd.testing.assert_frame_equal(pd.concat(parts), expected)
+    assert out.known_divisions and not any(pd.isna(d) for d in out.divisions) and out.divisions[-1] == np.inf
+    assert all(not p.index.isna().any() and not np.isnan(p.index.to_numpy(np.float64, na_value=0)).any() for p in parts[:-1])
+    for v in (np.inf, 1.5, -0.0):
+        assert out.loc[v].compute(scheduler="sync")["row"].tolist() == expected.loc[expected.index == v, "row"].tolist()
+
+
+SURROGATES = ["\ud800", "\udfff", "\ud83d\ude00", "\ud7ff", "\ue000", "\U0001f600", "é", "a", "b", "\x00", ""]
+
+
+def _strings(rng, n):
+    """Object strings of 0 to 3 characters, lone surrogates among ASCII and other characters, some None or NaN."""
+    values = np.array(["".join(rng.choice(SURROGATES, int(k))) for k in rng.integers(0, 4, n)], dtype=object)
+    values[rng.random(n) < 0.1] = None
+    values[rng.random(n) < 0.05] = np.nan
+    return pd.Series(values, dtype=object)
+
+
+def test_lone_surrogates_key_in_code_point_order(rng):
+    """An object column (or pandas' Python-stored strings) with lone surrogates keys as pandas sorts
+    it (by code point); the widths count their UTF-8 bytes (three a surrogate)."""
+    n = 400
+    df = pd.DataFrame({"k": _strings(rng, n), "j": rng.integers(0, 3, n), "row": np.arange(n)})
+    python = df.assign(k=df["k"].astype("string[python]"))
+    for frame in (df, python):
+        spec = KeySpec.of(frame.iloc[:0], ["k"])
+        assert spec.widths(frame) == (max(len(v.encode("utf-8", "surrogatepass")) for v in frame["k"].dropna()),)
+        for ascending, na_position in ORDERS:
+            expected = frame.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")["row"].to_numpy()
+            np.testing.assert_array_equal(frame["row"].to_numpy()[_order(encode_keys(frame, "k", ascending, na_position))], expected)
+            keys = encode_keys(frame, ["j", "k"], [False, ascending], na_position)
+            expected = reference(frame, ["j", "k"], [False, ascending], na_position)["row"].to_numpy()
+            np.testing.assert_array_equal(frame["row"].to_numpy()[_order(keys)], expected)
+
+
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_lone_surrogates_sort_as_pandas(rng, strategy, layout, tmp_path):
+    """Through dask (object columns kept: dask's conversion to Arrow strings would fail on them),
+    the rows come back with their own values; sort_series and set_index too. pandas' Arrow-backed
+    ``str`` of the other strings sorts as before."""
+    n = 240
+    df = pd.DataFrame({"k": _strings(rng, n), "row": np.arange(n)})
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(df, layout)
+        df = ddf.compute(scheduler="sync")
+        for ascending, na_position in [(True, "last"), (False, "first")]:
+            out = sort_values(ddf, "k", ascending=ascending, na_position=na_position, strategy=strategy, local_directory=tmp_path)
+            got = out.compute(scheduler="sync")
+            expected = df.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")
+            assert got["row"].tolist() == expected["row"].tolist()
+            assert got["k"].dtype == object and _same(got["k"], expected["k"])  # the values themselves
+        got = sort_series(ddf["k"], ascending=False, strategy=strategy, local_directory=tmp_path).compute(scheduler="sync")
+        # the frame's sort as the reference: pandas' Series.sort_values infers str for the result, and fails
+        assert got.index.tolist() == df.sort_values("k", ascending=False, kind="stable").index.tolist()
+        if strategy == "memory":
+            out = set_index(ddf, "k")
+            parts = dask.compute(*out.to_delayed(), scheduler="sync")  # each part's index of objects (pandas' concat would infer str)
+            expected = df.sort_values("k", kind="stable")
+            assert [r for p in parts for r in p["row"]] == expected["row"].tolist() and not pd.isna(list(out.divisions)).any()
+    plain = df.dropna().assign(k=lambda d: d["k"].map(lambda v: v.encode("utf-8", "surrogatepass").decode("utf-8", "replace")))
+    strs = _dask(plain.astype({"k": "str"}), layout)
+    got = sort_values(strs, "k", ascending=False, strategy=strategy, local_directory=tmp_path)
+    assert _rows(got) == strs.compute(scheduler="sync").sort_values("k", ascending=False, kind="stable")["row"].tolist()
+
+
+def _numbers(rng, n):
+    """Object numbers as pandas holds them after a concat: ints, floats, bools, NumPy's, ints near
+    2**53 (which one float64 stands for) and 2**64, -0.0, infinities, NaN and None."""
+    pool = [1, -3, 2.5, -0.0, 0, True, False, np.int64(7), np.float32(2.5), np.uint64(2**64 - 1), 2**64 - 2, -(2**63)]
+    pool += [2**53, 2**53 + 1, float(2**53), 2**53 + 3, -(2**53) - 1, float(-(2**53)), np.inf, -np.inf, np.nan, None]
+    values = np.empty(n, dtype=object)
+    values[:] = [pool[i] for i in rng.integers(0, len(pool), n)]
+    return pd.Series(values, dtype=object)
+
+
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+def test_object_numbers_sort_as_pandas(rng, strategy, tmp_path):
+    """An object column of numbers (ints, floats, bools mixed) sorts as pandas sorts it (Python's
+    comparisons: exact, ints above 2**53 apart from the float beside them), NaN and None missing."""
+    n = 300
+    df = pd.DataFrame({"k": _numbers(rng, n), "j": rng.integers(0, 2, n), "row": np.arange(n)})
+    with dask.config.set({"dataframe.convert-string": False}):
+        for layout in LAYOUTS:
+            ddf = _dask(df, layout)
+            part = ddf.compute(scheduler="sync")
+            for ascending, na_position in ORDERS[:: 3 if layout != "three" else 1]:
+                out = sort_values(ddf, "k", ascending=ascending, na_position=na_position, strategy=strategy, local_directory=tmp_path)
+                expected = part.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")
+                got = out.compute(scheduler="sync")
+                assert got["row"].tolist() == expected["row"].tolist() and _same(got["k"], expected["k"])
+            out = sort_values(ddf, ["j", "k"], ascending=[False, True], strategy=strategy, local_directory=tmp_path)
+            assert _rows(out) == reference(part, ["j", "k"], [False, True])["row"].tolist()
+
+
+@pytest.mark.parametrize(
+    "values,found",
+    [
+        ([1, "a", 2.5, "b"], r"int, str"),
+        (["a", b"b"], r"str, bytes"),
+        (["a", True], r"str, bool"),
+        ([2**70, 1], r"an int of more than 64 bits"),
+        ([1, 10**400], r"an int of more than 64 bits"),
+    ],
+)
+@pytest.mark.parametrize("how", ["memory", "external", "series", "set_index"])
+def test_values_that_do_not_compare_are_refused(values, found, how, tmp_path):
+    """An object column whose values pandas' sort refuses (TypeError), or that dsort does not order,
+    is refused with one line naming the column and the types found, as its partition's keys are
+    made (the values are known only then), before its rows are sorted."""
+    df = pd.DataFrame({"k": pd.Series(values * 4, dtype=object), "row": np.arange(4 * len(values))})
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = dd.from_pandas(df, npartitions=1)
+        with pytest.raises(TypeError, match=rf"^cannot sort by column 'k': .*{found}") as e:
+            if how == "series":
+                sort_series(ddf["k"]).compute(scheduler="sync")
+            elif how == "set_index":
+                set_index(ddf, "k")  # the cuts run at the call
+            else:
+                sort_values(ddf, "k", strategy=how, local_directory=tmp_path).compute(scheduler="sync")
+        assert "\n" not in str(e.value)
