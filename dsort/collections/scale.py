@@ -158,8 +158,8 @@ def runs_by_worker(sizes, groups, owners, ties_unseen: bool) -> list:
     """Runs (tuples of chunk numbers) of the chunks of ``sizes`` rows that keep each run's chunks
     on one worker (``owners``: each chunk's worker, from :func:`partition_workers`; None where
     not known); ``groups``: consecutive chunks as :func:`array_runs` made them. A run of chunks of
-    two workers moves all but one of them first (2^28 keys of CuPy chunks on two GPUs over TCP:
-    the first sort 0.8-1.2 s against 0.13 s once the moved chunks stayed).
+    two workers moves all but one of them first, over TCP (BENCHMARKS.md section 7: most of the
+    first sort's time on two GPUs).
 
     The groups cut where the owner changes, while that makes at most :data:`MOST_RUNS_FOLLOWING_WORKERS_ARRAYS`
     times the runs. Beyond that (chunks scattered over the workers), and where equal keys cannot

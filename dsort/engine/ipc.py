@@ -8,9 +8,9 @@ copied out of it, or kept open by a reader that reads it again and again (a work
 sort, until the sort is over): the owner frees it only once no reader maps it.
 
 Another GPU's array is mapped into the reading thread's own GPU (CUDA enables peer access for
-that mapping), not opened on the GPU that holds it: a process that opened there made a CUDA context
-on every other GPU it read from, 0.25 s and some 500 MiB of that GPU's memory each (2x H200: the
-first sort of 2^28 keys on two GPUs took 1.1 s, the next ones 0.15 s).
+that mapping), not opened on the GPU that holds it: a process that opened there made a CUDA context,
+and took memory, on every other GPU it read from (BENCHMARKS.md section 7: the first sort on two
+GPUs, and what an IPC read costs).
 
 * :func:`share` – a device array copied into an allocation of its own, and its handle (:class:`Shared`).
 * :func:`opened` – other processes' shared arrays opened here, counted per process.
