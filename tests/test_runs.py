@@ -52,7 +52,7 @@ def test_runs_go_to_memory_while_the_budget_lasts_then_disk(tmp_path, rng, host_
     for g, (b, lo, hi) in zip(got, [(blocks[2], 5, 9), (blocks[3], 100, 101), (blocks[1], 0, 1)]):
         np.testing.assert_array_equal(g, b[lo:hi])
     store.close()
-    assert not os.path.exists(cfg.directory)
+    assert os.listdir(cfg.directory) == [], "the store's files removed (the job's directory is the last reader's to remove)"
 
 
 def test_many_slices_of_disk_runs_read_in_one_batch(tmp_path, rng):
@@ -225,6 +225,49 @@ def test_a_store_found_after_its_job_directory_went_is_made_anew(tmp_path, rng):
     new = R.store(cfg)
     assert new is not old and os.path.isdir(cfg.directory) and not old._data and new._used["host"] == 0
     R.drop(cfg.job, cfg.directory)
+
+
+def test_a_closed_store_of_the_last_compute_removes_only_its_own_files(tmp_path, rng):
+    """The watcher closes a worker's store of the last compute once the job's directory is gone;
+    another process may meanwhile have begun the next compute in a new directory of that name.
+    The old store's close removes its own files only: every run of the new compute stays
+    readable, on disk and beside it (a frame's rows), in the same index as an old one."""
+    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4)
+    rows = rng.integers(0, 256, (10, 4), dtype=np.uint8)
+    old = R.RunStore(cfg)
+    gone = old.put(0, rows)
+    R.drop(cfg.job, cfg.directory)  # the last compute's last reader, in another process
+    assert not os.path.exists(gone.path)
+    new = R.RunStore(cfg)  # the next compute, in another process
+    made = R.making()
+    beside = new.file_for(0, made, "frame", ".pickles")
+    beside.write_bytes(b"rows")
+    runs = [new.put(0, rows[::-1], made=made), new.put(1, rows)]
+    old.close()  # this process's watcher, late
+    assert beside.exists() and beside.name.endswith(f"{runs[0].made}.pickles") and runs[0].path != gone.path
+    np.testing.assert_array_equal(new.read_many([(runs[0], 0, 10), (runs[1], 2, 5)])[0], rows[::-1])
+    new.free([0])  # a run freed: its files go with it
+    assert not beside.exists() and not os.path.exists(runs[0].path) and os.path.exists(runs[1].path)
+    new.close()
+    assert os.listdir(cfg.directory) == [], "a store's close removes its files"
+    # and leaves the job's directory, which says that a compute of the job is under way
+    R.drop(cfg.job, cfg.directory)
+    assert not os.path.exists(cfg.directory)
+
+
+def test_a_run_made_again_in_a_store_keeps_both_makings_until_it_is_freed(tmp_path, rng):
+    """A run put again under its index (made again: a lost piece's group sorted again here) gets
+    files of its own making; readers of the first making (other merges) still read theirs, until
+    the run is freed."""
+    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4)
+    rows = rng.integers(0, 256, (6, 4), dtype=np.uint8)
+    s = R.RunStore(cfg)
+    first, again = s.put(3, rows), s.put(3, rows[::-1])
+    assert first.path != again.path
+    np.testing.assert_array_equal(s.read(again, 0, 6), rows[::-1])
+    np.testing.assert_array_equal(s.read(first, 1, 4), rows[1:4])
+    s.free([3])
+    assert os.listdir(cfg.directory) == []
 
 
 def test_leftovers_of_dead_processes_only_are_removed(tmp_path):

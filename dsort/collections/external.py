@@ -30,7 +30,6 @@ worker that holds a run for its slices (hosts share no directory).
 from __future__ import annotations
 
 import atexit
-import contextlib
 import os
 import tempfile
 from dataclasses import dataclass, replace
@@ -333,11 +332,11 @@ class FrameJob(F.FirstPass):
     first_piece: int = 0
 
 
-def _rows_path(job: FrameJob, p: int, run=None) -> str:
-    """Run (or piece) ``p``'s pickled rows: beside its keys' file where it has one (on the disk
-    of the worker that made it), else in this process's store directory."""
-    where = os.path.dirname(run.path) if run is not None and run.path else R.store(job.store).directory
-    return os.path.join(where, f"frame-{p:06d}.pickles")
+def _rows_path(job: FrameJob, run) -> str:
+    """A run's (or piece's) pickled rows: beside its keys' file where it has one (on the disk of
+    the worker that made it), else in this process's store directory; named for its making."""
+    where = os.path.dirname(run.path) if run.path else R.store(job.store).directory
+    return os.path.join(where, f"frame-{run.index:06d}-{run.made}.pickles")
 
 
 def frame_run(job: FrameJob, p: int, *parts) -> tuple:
@@ -345,24 +344,26 @@ def frame_run(job: FrameJob, p: int, *parts) -> tuple:
     them, the rows written in blocks beside the run store's files (:func:`_write_rows`), the keys
     kept as run ``p``; ``(run, the keys' string widths)``."""
     s = FC.sort_part(list(parts), job.spec, job.widths, job.device)
-    _write_rows(job, p, s.frame)
-    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy()), s.widths
+    made = _write_rows(job, p, s.frame)
+    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy(), made=made), s.widths
 
 
-def _write_rows(job: FrameJob, p: int, frame) -> None:
+def _write_rows(job: FrameJob, p: int, frame) -> str:
     """Run (or piece) ``p``'s sorted rows as a file of pickled blocks (:func:`block_rows` rows
-    each), the blocks' byte offsets and their count and rows last."""
+    each), the blocks' byte offsets and their count and rows last; the making's name (its
+    keys are put in the run store under it)."""
     import pickle
 
-    os.makedirs(R.store(job.store).directory, exist_ok=True)
+    made = R.making()
     block = block_rows(len(frame), len(job.starts))
     offsets = [0]
-    with open(_rows_path(job, p), "wb") as f:
+    with open(R.store(job.store).file_for(p, made, "frame", ".pickles"), "wb") as f:
         for b in range(0, len(frame), block):
             f.write(pickle.dumps(wire(frame.iloc[b : b + block]), protocol=5))  # arrays in object columns as Arrow
             offsets.append(f.tell())
         f.write(np.asarray(offsets, "<i8").tobytes())
         f.write(np.asarray([len(offsets), block], "<i8").tobytes())
+    return made
 
 
 def block_rows(rows: int, outputs: int) -> int:
@@ -396,8 +397,8 @@ def _read_rows(path: str, lo: int, hi: int):
 def _run_rows(job: FrameJob, run, lo: int, hi: int):
     """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
     if not isinstance(run, R.Chain):
-        return unwire(R.read_where_it_is(run, _rows_path(job, run.index, run), _read_rows, lo, hi))
-    return FC.concat([unwire(R.read_where_it_is(p, _rows_path(job, p.index, p), _read_rows, a, b)) for p, a, b in run.spans(lo, hi)])
+        return unwire(R.read_where_it_is(run, _rows_path(job, run), _read_rows, lo, hi))
+    return FC.concat([unwire(R.read_where_it_is(p, _rows_path(job, p), _read_rows, a, b)) for p, a, b in run.spans(lo, hi)])
 
 
 def frame_cuts(job: FrameJob, *made):
@@ -469,9 +470,9 @@ def frame_group_merge(job: FrameJob, cut, g: int, t: int, meta):
         frame = FC.gather([f for f, _ in slices], order)
         keys = np.concatenate([k for _, k in slices])[order]
     p = job.piece_index(g, t)
-    _write_rows(job, p, frame)
+    made = _write_rows(job, p, frame)
     start, step = plan.sample_positions(int(cut[0][t].sum()), job.spacing)
-    return R.store(job.store).put(p, keys, sample=keys[start::step].copy()), want
+    return R.store(job.store).put(p, keys, sample=keys[start::step].copy(), made=made), want
 
 
 def frame_chain(job: FrameJob, g: int, results):
@@ -481,10 +482,7 @@ def frame_chain(job: FrameJob, g: int, results):
     s = R.store(job.store)
     if s.address is None:
         a, b = job.groups[g]
-        s.free(range(a, b))
-        for q in range(a, b):
-            with contextlib.suppress(FileNotFoundError):
-                os.remove(_rows_path(job, q))
+        s.free(range(a, b))  # their rows' files too
     widths = results[0][1]
     return R.Chain(job.store.job, g, tuple(r for r, _ in results), row_bytes=job.spec.width(widths)), widths
 

@@ -14,10 +14,11 @@ its regular sample), never the rows. Three tiers, tried in this order while thei
 Budgets are bytes per tier (the device budget per GPU); a run goes whole to the first tier with
 room. A store lives in one process: the embedded (threaded) service keeps the memory tiers; on a
 distributed cluster every worker keeps its runs on its GPU (shared) or on disk in a directory all
-workers see, so any worker can read any slice. :meth:`RunStore.close` removes everything the store
-holds; a worker's shared runs are freed once the job's directory is gone: the last merge of a
-compute removes it once every merge has read its slices (each closes what it opened before it
-counts itself done). A compute of part of a result (one partition, ``head()``), or one that fails,
+workers see, so any worker can read any slice. :meth:`RunStore.close` frees everything the store
+holds and removes its files (each named for its run's making), never the job's directory, whose
+being there says a compute of the job is under way; a worker's shared runs are freed once the
+job's directory is gone: the last merge of a compute removes it once every merge has read its
+slices (each closes what it opened before it counts itself done). A compute of part of a result (one partition, ``head()``), or one that fails,
 leaves the runs (on the GPUs too) until the process that built the graph exits or a later compute
 of the whole result finishes.
 
@@ -86,6 +87,11 @@ class Layout:
         return self.key_bytes < self.row_bytes
 
 
+def making() -> str:
+    """A new making's name: a run's (:attr:`Run.made`), and the files made for it carry it."""
+    return uuid.uuid4().hex[:16]
+
+
 @dataclass(frozen=True)
 class Run:
     """A handle to one sorted run: small enough to travel through the task graph."""
@@ -100,7 +106,7 @@ class Run:
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
     row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
     shared: object = None  # a shared run's handle (:class:`dsort.engine.ipc.Shared`)
-    made: str = field(default_factory=lambda: uuid.uuid4().hex[:16], compare=False)  # this making of it (a compute of the job)
+    made: str = field(default_factory=lambda: making(), compare=False)  # this making of it (a compute of the job)
 
     def __sizeof__(self) -> int:
         """Its sample's bytes too: dask places the tasks beside a run by them (see
@@ -212,6 +218,7 @@ class RunStore:
         self._reserved: dict[int, tuple] = {}  # index -> (budget key, bytes) of the runs held within a budget
         self._shared: set[int] = set()  # the runs this process shares with the others (their owner: this store)
         self._maps: set = set()  # other processes' shared runs mapped here, kept open until the store closes
+        self._written: dict[int, list] = {}  # index -> the files made for that run here (RunStore.file_for)
         self._hold: Path | None = None  # this process's mark that it maps other processes' runs (hold)
 
     # -- putting a run -------------------------------------------------------------------------
@@ -239,14 +246,16 @@ class RunStore:
             if key is not None:
                 self._used[key] -= nbytes
 
-    def put(self, index: int, rows, *, sample=None) -> Run:
+    def put(self, index: int, rows, *, sample=None, made: str | None = None) -> Run:
         """Keep sorted ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) as run ``index``; rows of
-        another width are kept as they are, the run's handle saying their width."""
+        another width are kept as they are, the run's handle saying their width. ``made``: this
+        making's name where files were made for it first (:meth:`file_for`)."""
+        made = made or making()
         if rows.shape[1] != self.config.row_bytes:
-            return replace(self._put(index, rows, sample), row_bytes=int(rows.shape[1]))
-        return self._put(index, rows, sample)
+            return replace(self._put(index, rows, sample, made), row_bytes=int(rows.shape[1]))
+        return self._put(index, rows, sample, made)
 
-    def _put(self, index: int, rows, sample) -> Run:
+    def _put(self, index: int, rows, sample, made: str) -> Run:
         n, nbytes = len(rows), int(rows.nbytes)
         cfg = self.config
         self._unreserve(index)  # a run put again (made again, or by a new compute): its old bytes no longer held
@@ -258,31 +267,43 @@ class RunStore:
                 if got is not None:
                     self._data[index], handle = got
                     self._shared.add(index)
-                    return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle)
+                    return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle, made=made)
                 self._unreserve(index)
             if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget, index):
                 self._data[index] = rows
-                return Run(cfg.job, index, n, "device", device=gpu, sample=sample)
+                return Run(cfg.job, index, n, "device", device=gpu, sample=sample, made=made)
             if self._reserve("host", "host", nbytes, cfg.host_budget, index):
                 self._data[index] = dev.to_host(rows)
-                return Run(cfg.job, index, n, "host", sample=sample)
+                return Run(cfg.job, index, n, "host", sample=sample, made=made)
         elif self._reserve("host", "host", nbytes, cfg.host_budget, index):
             self._data[index] = rows
-            return Run(cfg.job, index, n, "host", sample=sample)
-        path = self._path(index)
-        self._files.forget(str(path))  # a run made again (its worker lost): never read through an old handle
+            return Run(cfg.job, index, n, "host", sample=sample, made=made)
+        path = self.file_for(index, made, "run", ".bin")
         write_file(path, rows)
-        return Run(cfg.job, index, n, "disk", path=str(path), sample=sample, worker=self.worker)
+        return Run(cfg.job, index, n, "disk", path=str(path), sample=sample, worker=self.worker, made=made)
 
-    def _path(self, index: int) -> Path:
-        """Where run ``index`` is written; the directory made (again: the last merge of an earlier
-        compute of the same result removed it, and this worker's store outlives it)."""
-        d = Path(self.directory)
-        d.mkdir(parents=True, exist_ok=True)
-        return self._file(index)
+    def file_for(self, index: int, made: str, kind: str, suffix: str) -> Path:
+        """A new file of run ``index``'s making ``made`` (``KIND-INDEX-MADE.SUFFIX`` in the store's
+        directory, made again where the last compute of the job removed it), removed with the run
+        (:meth:`free`, :meth:`close`). Each making has files of its own: a store that the watcher
+        closes (its job's directory gone: the last compute is over) removes only its own, never
+        those of the job's next compute, which the other processes may have begun to write (they
+        were removed with the whole directory, and a new run lost: 1 median run in 6 of
+        ``bench_distributed.py --cpu --workers 4``). A run's earlier makings stay until then too:
+        a lost piece is made again from its group's runs, all sorted again here, and other merges
+        still read this worker's first making of them."""
+        path = Path(self.directory) / f"{kind}-{index:06d}-{made}{suffix}"
+        with _watch_lock:  # not while the watcher closes this store: the file is then no longer its to remove
+            os.makedirs(self.directory, exist_ok=True)
+            with self._lock:
+                self._written.setdefault(index, []).append(path)
+        return path
 
-    def _file(self, index: int) -> Path:
-        return Path(self.directory) / f"run-{index:06d}.bin"
+    def _remove(self, paths) -> None:
+        for p in paths:
+            self._files.forget(str(p))
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
 
     # -- reading slices ------------------------------------------------------------------------
 
@@ -568,14 +589,19 @@ class RunStore:
             if shared:
                 free_shared(self.config.directory, [data])
             self._unreserve(i)
-            path = self._file(i)
-            self._files.forget(str(path))
-            with contextlib.suppress(FileNotFoundError):
-                path.unlink()
+            with self._lock:
+                files = self._written.pop(i, [])
+            self._remove(files)
 
     def close(self) -> None:
         """Close the other processes' runs mapped here, free every run in memory (shared ones once
-        no other process maps them) and remove the run files."""
+        no other process maps them) and remove the files made here (:meth:`file_for`): only
+        those. The job's directory stays: it is removed whole by the last merge (:func:`finish`),
+        or when the process that built the graph exits. Its being there says that a compute of the
+        job is under way; a store closed by the watcher, late, removed the next compute's
+        directory (empty yet, its runs on the GPUs), and the processes of that compute then took
+        their own stores for the last compute's and dropped them, their runs with them (a run made
+        again in 1 of 3 sorts on four GPUs)."""
         ipc.close_kept(self._maps)
         if self._hold is not None:
             unhold(self._hold)
@@ -590,9 +616,13 @@ class RunStore:
         self.recovered.clear()
         self._used = {"host": 0}
         self._reserved.clear()
+        with self._lock:
+            files = [p for each in self._written.values() for p in each]
+            self._written.clear()
+        self._remove(files)
         self._files.close()
-        shutil.rmtree(self.directory, ignore_errors=True)
-        if self.directory != self.config.directory:
+        if self.directory != self.config.directory:  # a worker's own directory on a cluster of hosts
+            shutil.rmtree(self.directory, ignore_errors=True)
             shutil.rmtree(self.config.directory, ignore_errors=True)
 
 
