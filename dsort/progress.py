@@ -28,6 +28,7 @@ SHOWN_AS = {
     T.RUN: "run",
     T.REMADE: "merge",  # a lost run made again for a merge: part of its time
     T.CUTS: "cuts",
+    T.ANCHOR: "run",  # a run's handle again, beside which the merges go
     T.GROUP_CUTS: "first pass",
     T.GROUP_MERGE: "first pass",
     T.CHAIN: "first pass",

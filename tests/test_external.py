@@ -129,6 +129,40 @@ def test_a_partial_compute_then_the_whole_result(tmp_path, rng):
     assert os.listdir(tmp_path) == []
 
 
+@pytest.mark.parametrize("chunks_of", [(8, 2, 2), (3, 3, 3, 3), (5, 1)])
+def test_merges_go_beside_anchors_spread_over_the_workers_that_hold_the_runs(monkeypatch, rng, chunks_of):
+    """Input chunks lying unevenly over the workers (``chunks_of``: each worker's count): the
+    merges of the external array sort go beside anchors (a run's handle again, under a name that
+    no task but those merges takes: not the cuts, whose worker would otherwise hold a copy of
+    each), spread evenly over the workers, whatever the share of the input each holds."""
+    from dsort.collections import scale
+
+    owners = [f"tcp://w{w}" for w, n in enumerate(chunks_of) for _ in range(n)]
+    monkeypatch.setattr(scale, "partition_workers", lambda *a, **k: owners)
+    a = rng.integers(-1000, 1000, 1000 * len(owners))
+    s = dsort.sort(da.from_array(a, chunks=1000), strategy="external", memory_limit=0)
+    dsk = dict(s.__dask_graph__())
+    merges = {k: t for k, t in dsk.items() if isinstance(k, tuple) and str(k[0]).startswith("dsort-merge-")}
+    cuts = next(t for k, t in dsk.items() if str(k).startswith("dsort-cuts-"))
+    runs = {k: t for k, t in dsk.items() if isinstance(k, tuple) and str(k[0]).startswith("dsort-run-")}
+    assert runs and merges and not any("anchor" in str(d) for d in cuts.dependencies)
+    taken = {}
+    for k, t in dsk.items():
+        for d in getattr(t, "dependencies", ()):
+            taken.setdefault(d, set()).add(k)
+    per_worker = dict.fromkeys(set(owners), 0)
+    for m in merges.values():
+        (anchor,) = [d for d in m.dependencies if "anchor" in str(d[0])]
+        assert taken[anchor] <= set(merges), "an anchor is taken by merges only"
+        (run,) = dsk[anchor].dependencies
+        chunk_keys = [d for d in runs[run].dependencies]
+        holders = {owners[d[1]] for d in chunk_keys}
+        assert len(holders) == 1, "a run's chunks lie on one worker"
+        per_worker[holders.pop()] += 1
+    assert max(per_worker.values()) - min(per_worker.values()) <= 1, per_worker
+    np.testing.assert_array_equal(s.compute(scheduler="sync"), np.sort(a))
+
+
 def test_bad_memory_limit_is_refused_at_call_time():
     with pytest.raises(ValueError, match="memory_limit"):
         dsort.sort(da.arange(10, chunks=5), strategy="external", memory_limit="banana")

@@ -39,6 +39,7 @@ import numpy as np
 
 from ..core import chunk, plan
 from ..core import frame_chunk as FC
+from . import scale
 from . import tasks as T
 from .passes import first_pass
 from ..core import filesort as F
@@ -183,12 +184,14 @@ def _part(part, i: int, host: bool, lo: int = 0, hi=None):
     return out if lo == 0 and (hi is None or hi == len(part[i])) else out.copy()
 
 
-def graph(token: str, key_chunks, value_chunks, sizes, members, job: ArrayJob) -> tuple[dict, list]:
+def graph(token: str, key_chunks, value_chunks, sizes, members, job: ArrayJob, owners=None) -> tuple[dict, list]:
     """``(tasks, merge keys)``: the run, cuts and merge tasks of the sort of the chunks
     ``key_chunks`` (task keys; ``value_chunks``: task keys or None each) of ``sizes`` rows, the
     chunks of each of ``members`` (chunk numbers: :func:`dsort.collections.scale.runs_by_worker`)
     sorted together into a run; merge ``g`` gives the ``(keys, values)`` of merge group ``g``
-    (``job.range_rows``: their rows; see :func:`output_tasks`)."""
+    (``job.range_rows``: their rows; see :func:`output_tasks`). ``owners``: each chunk's worker
+    where known (:func:`dsort.collections.scale.partition_workers`): the merges then spread evenly
+    over the workers that hold the runs, however unevenly the input lies."""
     dsk = {}
     run_keys = []
     starts = plan.offsets(sizes).tolist()
@@ -198,13 +201,15 @@ def graph(token: str, key_chunks, value_chunks, sizes, members, job: ArrayJob) -
         dsk[key] = T.task(key, run_chunk, job, g, [T.ref(key_chunks[i]) for i in each], values, [starts[i] for i in each])
         run_keys.append(key)
     chains, pieces = first_pass(dsk, job, token, run_keys)
-    inputs, near = (chains, pieces) if chains else (run_keys, run_keys)
+    inputs = chains or run_keys
+    run_owners = [owners[each[0]] for each in members] if owners and not pieces else None
+    near = scale.beside_balanced(T.anchors(dsk, token, pieces or run_keys), run_owners, len(job.range_rows))
     cut = T.name(T.CUTS, token)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, inputs))
     merges = []
     for g in range(len(job.range_rows)):
         key = (T.name(T.MERGE, token), g)
-        dsk[key] = T.task_beside(key, T.beside(near, g, len(job.range_rows)), merge_chunk, job, T.ref(cut), g)
+        dsk[key] = T.task_beside(key, near[g], merge_chunk, job, T.ref(cut), g)
         merges.append(key)
     return dsk, merges
 

@@ -170,9 +170,11 @@ def sort_graph(
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     host = isinstance(keys._meta, np.ndarray)
     groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external", host)
+    owners = None
     if strategy == "external":  # runs of chunks of one worker each
         ties_unseen = values is None and not positions and keys.dtype.kind in "biuV"
-        groups = scale.runs_by_worker(sizes, groups, scale.partition_workers(keys, _first_keys(keys)), ties_unseen)
+        owners = scale.partition_workers(keys, _first_keys(keys))
+        groups = scale.runs_by_worker(sizes, groups, owners, ties_unseen)
     out_groups = scale.output_groups(sizes, len(groups))
     token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups, out_groups)
     key_name = T.name(T.SORTED_KEYS, token)
@@ -187,7 +189,7 @@ def sort_graph(
         job = _external_job(
             keys, values, positions, sizes, groups, out_groups, descending, na_position, device, token, local_directory, host_budget
         )
-        dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, groups, job)
+        dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, groups, job, owners)
         dsk.update(external.output_tasks(merges, outputs, back_to_host, sizes, out_groups))
         return [_collection_graph(dsk, name, deps) for name, _, _ in outputs]
     b = _Builder(token, descending, na_position, device)

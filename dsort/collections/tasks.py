@@ -25,6 +25,7 @@ CHECKSUM_INPUT = "dsort-input-checksums"  # an input partition's count and check
 RUN = "dsort-run"  # an input block or chunk sorted and kept as a run (external sorts)
 REMADE = "dsort-remade"  # a lost run made again, asked for by a merge that needed it (external sorts of collections)
 CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
+ANCHOR = "dsort-anchor"  # a run's handle again, held by the run's worker alone: the merges go beside it
 GROUP_CUTS = "dsort-group-cuts"  # a first merge pass: the cuts of a group of runs' own ranges
 GROUP_MERGE = "dsort-group-merge"  # a first merge pass: a range of a group of runs, kept as a piece of its chain
 CHAIN = "dsort-chain"  # a first merge pass: a group's chained run (its pieces), a run of the final pass
@@ -148,6 +149,25 @@ def task_beside(key, near, func, *args) -> Task:
     if near is None:
         return _Unfused(key, func, *map(parse_input, args))
     return _Unfused(key, _beside, parse_input(ref(near)), func, *map(parse_input, args))
+
+
+def _same(value):
+    return value
+
+
+def anchors(dsk: dict, token: str, keys) -> list:
+    """One task per key of ``keys`` (runs, or a first pass's pieces) giving that task's value
+    again, under a name of its own: the keys the merges go beside (:func:`task_beside`). The
+    cuts task takes every run's handle, so its worker holds a copy of each, and dask, choosing
+    between that worker (nothing to fetch) and the run's, put a third of the merges there on four
+    GPUs (BENCHMARKS.md section 7). An anchor is made where its run is, as the run ends, and no
+    task but the merges beside it takes it: only the run's worker holds it."""
+    out = []
+    for k in keys:  # (ANCHOR-TOKEN, q) of run (RUN-TOKEN, q); (ANCHOR-TOKEN, g, t) of a piece
+        a = (name(ANCHOR, token), *k[1:])
+        dsk[a] = _Unfused(a, _same, TaskRef(k))
+        out.append(a)
+    return out
 
 
 def beside(keys, t: int, n: int):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core import plan
 from ..core.filesort import Job, cuts_task, merge_task, run_task
 from ..collections.passes import first_pass
-from ..collections.tasks import CUTS, MERGE, RUN, beside, name, ref, task, task_beside
+from ..collections.tasks import CUTS, MERGE, RUN, anchors, beside, name, ref, task, task_beside
 
 
 def graph(job: Job) -> tuple[dict, list, list, list]:
@@ -21,7 +21,7 @@ def graph(job: Job) -> tuple[dict, list, list, list]:
         dsk[k] = task(k, run_task, job, i)
     chain_keys, all_pieces = first_pass(dsk, job, job.id, run_keys)
     # the final pass: over the runs, or over the chains; each merge beside a run or piece it reads
-    inputs, near = (chain_keys, all_pieces) if chain_keys else (run_keys, run_keys)
+    inputs, near = (chain_keys, anchors(dsk, job.id, all_pieces)) if chain_keys else (run_keys, anchors(dsk, job.id, run_keys))
     cut = name(CUTS, job.id)
     dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in inputs])
     merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
