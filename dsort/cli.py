@@ -248,14 +248,25 @@ def _build_kernels(args) -> int:
 
 def _warm_up() -> None:
     """Sort a few rows of every key type in both orders on the GPU, so that CuPy compiles and
-    caches its own kernels that a sort uses (checksums, order checks, casts) now, not on first use."""
-    import io
-
+    caches its own kernels that a sort uses (checksums, order checks, casts, the cuts' ranking of
+    samples) now, not on first use."""
     from .collections import config
+    from .core import filesort
     from .io import gen
     from .service import sort_files
 
     min_block = config.nbytes("file-sort.min-block")
+    ranked = filesort.GPU_RANKED_SAMPLES, filesort.GPU_RANKED_SAMPLES_COLD
+    filesort.GPU_RANKED_SAMPLES = filesort.GPU_RANKED_SAMPLES_COLD = 0  # the cuts' ranking of samples on the GPU too
+    try:
+        _warm_up_sorts(min_block, gen, sort_files)
+    finally:
+        filesort.GPU_RANKED_SAMPLES, filesort.GPU_RANKED_SAMPLES_COLD = ranked
+
+
+def _warm_up_sorts(min_block: int, gen, sort_files) -> None:
+    import io
+
     with tempfile.TemporaryDirectory(prefix="dsort-warm-up-") as d:
         inputs = [Path(d, "records.bin")]
         gen.records(3 * min_block // 100 + 7, inputs[0])

@@ -71,11 +71,46 @@ def test_cuts_ranked_on_the_host_or_the_gpu(tmp_path, monkeypatch, engine, ranke
     from dsort.core import filesort
 
     monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES", 0 if ranked_on_gpu else 1 << 62)
+    monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES_COLD", 0 if ranked_on_gpu else 1 << 62)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(30_000, src, seed=int(rng.integers(1 << 30)), skew=True)
     _sort(src, out, engine, "memory", 200_000)  # 15 runs
     data = np.fromfile(src, np.uint8).reshape(-1, 100)
     np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
+@pytest.mark.parametrize("dtype", ["int64", "float64"])
+def test_a_process_ranks_samples_on_the_gpu_once_its_kernels_are_loaded(monkeypatch, rng, dtype):
+    """Samples neither few nor very many: a process's first cuts rank them on the host while a
+    thread loads the GPU's ranking for their kind; once loaded, they are ranked on the GPU, with
+    the same windows."""
+    import time
+    from types import SimpleNamespace
+
+    from dsort.core import filesort, plan
+
+    monkeypatch.setattr(filesort, "_ranking_warm", {})
+    monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES", 0)
+    spacing, per = 5, 300
+    samples = [np.sort(rng.integers(-50, 50, per).astype(dtype)) for _ in range(3)]
+    if dtype == "float64":
+        samples[1][-7:] = np.nan
+    job = SimpleNamespace(gpu=True, descending=False, na_position="last", spacing=spacing)
+    runs = [SimpleNamespace(sample=x) for x in samples]
+    first = filesort._samples(job, runs)
+    assert all(isinstance(x, np.ndarray) for x in first), "the first ranking is the host's"
+    deadline = time.monotonic() + 60
+    while not filesort._ranking_warm[(np.dtype(dtype).str, False, "last")].is_set() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    later = filesort._samples(job, runs)
+    assert not any(isinstance(x, np.ndarray) for x in later), "once loaded, on the GPU"
+    targets = plan.interior_targets([per * spacing] * 3)
+    want = plan.windows(first, [per * spacing] * 3, spacing, targets)
+    got = plan.windows(later, [per * spacing] * 3, spacing, targets)
+    np.testing.assert_array_equal(got[0], want[0])
+    np.testing.assert_array_equal(got[1], want[1])
 
 
 @pytest.mark.parametrize("engine", ENGINES)

@@ -150,7 +150,10 @@ def run_chunk(job: ArrayJob, i: int, keys, values, starts) -> R.Run:
 
 def cuts(job: ArrayJob, *runs):
     """The exact cuts of the runs (or a first pass's chains: their tasks' results)."""
-    return F.cut_runs(job.final(), [F.handle(r) for r in runs])
+    watch = F.Stopwatch()
+    got = F.cut_runs(job.final(), [F.handle(r) for r in runs], watch)
+    report_stages("cuts", watch)
+    return got
 
 
 def merge_chunk(job: ArrayJob, cut, t: int):

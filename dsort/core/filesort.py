@@ -36,6 +36,7 @@ breaks ties by run), so the output equals a stable sort of the whole input.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import threading
 import time
@@ -48,6 +49,8 @@ from . import chunk, diskio, plan
 from .. import engine as engines
 from . import runs as R
 from ..engine import device as dev
+
+logger = logging.getLogger(__name__)
 
 
 class FirstPass:
@@ -283,7 +286,9 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
     targets = plan.interior_targets(job.range_rows)
     store = R.store(job.store)
     if len(runs) > 1 and len(targets):
-        lo, hi = plan.windows(_samples(job, runs), sizes, job.spacing, targets, job.descending, job.na_position)
+        samples = _samples(job, runs)
+        watch.lap("samples")
+        lo, hi = plan.windows(samples, sizes, job.spacing, targets, job.descending, job.na_position)
         watch.lap("windows")
         # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
         window_keys = read_windows(store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q)))
@@ -295,20 +300,56 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
     return plan.boundaries(sizes, cuts), [R.bare(r) for r in runs]
 
 
-GPU_RANKED_SAMPLES = 1 << 20  # from this many samples on, the cuts rank them on a GPU
+GPU_RANKED_SAMPLES = 1 << 16  # from this many samples on, the cuts rank them on a GPU whose ranking this process has run
+GPU_RANKED_SAMPLES_COLD = 1 << 20  # and from this many on a GPU whose ranking it has not
 
 
 def _samples(job, runs) -> list:
-    """The runs' samples, copied to this worker's GPU where the job sorts on GPUs and they are many:
-    a million of them are ranked there in milliseconds, where the host takes a tenth of a second
-    (every GPU idle meanwhile); fewer stay on the host, whose ranking costs less than building the
-    dozen CuPy kernels a GPU's takes on a machine's first sort."""
+    """The runs' samples, copied to this worker's GPU where the job sorts on GPUs and they are not
+    few: 360,000 of them (2^28 keys in 16 runs) took the cuts task 37 ms on an H200 box's host,
+    every GPU idle meanwhile, of a sort of 0.2 s on four GPUs; a GPU ranks them in 4 ms. Fewer
+    stay on the host, whose ranking then costs less than the GPU's kernel launches. A process's
+    first ranking on the GPU loads its CuPy kernels (0.18 s where ``dsort build-kernels`` has
+    cached them, 2.3 s where not): below :data:`GPU_RANKED_SAMPLES_COLD` that first one is done on
+    the host while a thread loads them (:func:`_warm_ranking`), and the next sorts rank on the GPU."""
     samples = [r.sample for r in runs]
     gpu = getattr(job, "gpu", False) or getattr(job, "gpus", ())
-    if not gpu or sum(len(x) for x in samples) < GPU_RANKED_SAMPLES or not dev.has_gpu():
+    n = sum(len(x) for x in samples)
+    if not gpu or n < GPU_RANKED_SAMPLES or not dev.has_gpu():
+        return samples
+    first = next((x for x in samples if len(x)), None)
+    kind = (np.asarray(first).dtype.str, bool(job.descending), job.na_position)
+    if n < GPU_RANKED_SAMPLES_COLD and not _warm_ranking(kind, first, len(samples), job.spacing):
         return samples
     on = chunk.on_gpu(np.concatenate(samples))  # one copy, not one per run
     return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
+
+
+_ranking_warm: dict = {}  # (dtype, descending, na_position) -> threading.Event, set once this process ranked such samples on a GPU
+_ranking_lock = threading.Lock()
+
+
+def _warm_ranking(kind, sample, runs: int, spacing: int) -> bool:
+    """Whether this process has ranked samples of ``kind`` on its GPU (its kernels loaded); where
+    not, a thread of its own does it now on a few of ``sample`` (the caller ranks on the host)."""
+    with _ranking_lock:
+        done = _ranking_warm.get(kind)
+        if done is None:
+            done = _ranking_warm[kind] = threading.Event()
+            few = np.array(sample[:64])
+            device = dev.current_device()
+
+            def warm():
+                try:
+                    with on_stream(device):
+                        on = chunk.on_gpu(few)
+                        plan.windows([on] * runs, [len(few) * spacing] * runs, spacing, [len(few) * spacing], kind[1], kind[2])
+                    done.set()
+                except Exception:  # noqa: BLE001 (a warm-up: the host keeps ranking)
+                    logger.debug("warming the GPU ranking of samples failed", exc_info=True)
+
+            threading.Thread(target=warm, name="dsort-warm-ranking", daemon=True).start()
+    return done.is_set()
 
 
 def read_windows(store, layout, runs, lo, hi, recover=None):

@@ -56,6 +56,13 @@ def gpu_count() -> int:
         return 0
 
 
+def current_device() -> int:
+    """The calling thread's current CUDA device."""
+    import cupy
+
+    return cupy.cuda.Device().id
+
+
 def has_gpu() -> bool:
     """True where CuPy is installed and sees a CUDA device."""
     return gpu_count() > 0
