@@ -18,9 +18,9 @@ workers see, so any worker can read any slice. :meth:`RunStore.close` frees ever
 holds and removes its files (each named for its run's making), never the job's directory, whose
 being there says a compute of the job is under way; a worker's shared runs are freed once the
 job's directory is gone: the last merge of a compute removes it once every merge has read its
-slices (each closes what it opened before it counts itself done). A compute of part of a result (one partition, ``head()``), or one that fails,
-leaves the runs (on the GPUs too) until the process that built the graph exits or a later compute
-of the whole result finishes.
+slices (each closes what it opened before it counts itself done). A compute of part of a result
+(one partition, ``head()``), or one that fails, leaves the runs (on the GPUs too) until the
+process that built the graph exits or a later compute of the whole result finishes.
 
 Rows are read back as slices ``[lo, hi)`` of a run, onto the device that asks (a CuPy array on
 that GPU) or into host memory: the merges read exactly the rows of their output range.
