@@ -239,7 +239,7 @@ def test_a_closed_store_of_the_last_compute_removes_only_its_own_files(tmp_path,
     R.drop(cfg.job, cfg.directory)  # the last compute's last reader, in another process
     assert not os.path.exists(gone.path)
     new = R.RunStore(cfg)  # the next compute, in another process
-    made = R.making()
+    made = R.new_making()
     beside = new.file_for(0, made, "frame", ".pickles")
     beside.write_bytes(b"rows")
     runs = [new.put(0, rows[::-1], made=made), new.put(1, rows)]

@@ -65,3 +65,18 @@ def test_tasks_beside_runs_spread_over_them_and_drop_their_values():
     dsk["p"] = tasks.task_beside("p", None, lambda a: -a, 5)
     assert dsk["m"].dependencies == {runs[2], runs[1]} and not dsk["p"].dependencies
     assert dask.get(dsk, ["m", "p"]) == (11, -5)
+
+
+def test_anchors_give_each_chosen_run_again_once_under_a_name_of_its_own():
+    """The anchors of the runs merges go beside: one task per distinct run (a run no merge goes
+    beside gets none), its value the run's, its key the run's numbers under the anchor phase;
+    None (no run to go beside) stays None."""
+    tok = "0123456789abcdef0123456789abcdef"
+    runs = [(f"dsort-run-{tok}", i) for i in range(4)]
+    dsk = {r: tasks.task(r, lambda i=i: 10 * i) for i, r in enumerate(runs)}
+    near = [runs[1], runs[1], runs[3], None]
+    got = tasks.anchors(dsk, tok, near)
+    assert got == [(f"dsort-anchor-{tok}", 1), (f"dsort-anchor-{tok}", 1), (f"dsort-anchor-{tok}", 3), None]
+    added = [k for k in dsk if key_split(k[0]) == "dsort-anchor"]
+    assert sorted(added) == [(f"dsort-anchor-{tok}", 1), (f"dsort-anchor-{tok}", 3)]
+    assert dsk[got[0]].dependencies == {runs[1]} and dask.get(dsk, got[2]) == 30

@@ -282,7 +282,7 @@ def sort_values_external(
     # the merges beside the first pass's pieces, or spread over the workers that hold the runs
     # (evenly however the input lies)
     run_owners = [owners[a] for a, _ in runs_at] if owners and not pieces else None
-    near = scale.beside_balanced(T.anchors(dsk, tok, pieces or runs), run_owners, len(groups))
+    near = T.anchors(dsk, tok, scale.beside_balanced(pieces or runs, run_owners, len(groups)))
     cut = T.name(T.CUTS, tok)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, chains or runs))
     sizes = T.name(T.SIZES, tok)

@@ -206,7 +206,7 @@ def graph(token: str, key_chunks, value_chunks, sizes, members, job: ArrayJob, o
     chains, pieces = first_pass(dsk, job, token, run_keys)
     inputs = chains or run_keys
     run_owners = [owners[each[0]] for each in members] if owners and not pieces else None
-    near = scale.beside_balanced(T.anchors(dsk, token, pieces or run_keys), run_owners, len(job.range_rows))
+    near = T.anchors(dsk, token, scale.beside_balanced(pieces or run_keys, run_owners, len(job.range_rows)))
     cut = T.name(T.CUTS, token)
     dsk[cut] = T.task(cut, cuts, job, *map(T.ref, inputs))
     merges = []
@@ -362,7 +362,7 @@ def _write_rows(job: FrameJob, p: int, frame) -> str:
     keys are put in the run store under it)."""
     import pickle
 
-    made = R.making()
+    made = R.new_making()
     block = block_rows(len(frame), len(job.starts))
     offsets = [0]
     with open(R.store(job.store).file_for(p, made, "frame", ".pickles"), "wb") as f:

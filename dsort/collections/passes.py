@@ -22,9 +22,9 @@ def first_pass(dsk: dict, job: FirstPass, token: str, run_keys: list, functions=
         cut, n = (name(GROUP_CUTS, token), g), len(job.group_ranges[g])
         dsk[cut] = task(cut, cuts_f, job, g, [ref(k) for k in run_keys[a:b]])
         mine = [(name(GROUP_MERGE, token), g, t) for t in range(n)]
-        near = anchors(dsk, token, run_keys[a:b])
+        near = anchors(dsk, token, [beside(run_keys[a:b], t, n) for t in range(n)])
         for t, k in enumerate(mine):
-            dsk[k] = task_beside(k, beside(near, t, n), merge_f, job, ref(cut), g, t, *extra)
+            dsk[k] = task_beside(k, near[t], merge_f, job, ref(cut), g, t, *extra)
         chain = (name(CHAIN, token), g)
         dsk[chain] = task(chain, chain_f, job, g, [ref(k) for k in mine])
         chains.append(chain)

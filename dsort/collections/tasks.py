@@ -155,17 +155,19 @@ def _same(value):
     return value
 
 
-def anchors(dsk: dict, token: str, keys) -> list:
-    """One task per key of ``keys`` (runs, or a first pass's pieces) giving that task's value
-    again, under a name of its own: the keys the merges go beside (:func:`task_beside`). The
-    cuts task takes every run's handle, so its worker holds a copy of each, and dask, choosing
-    between that worker (nothing to fetch) and the run's, put a third of the merges there on four
-    GPUs (BENCHMARKS.md section 7). An anchor is made where its run is, as the run ends, and no
-    task but the merges beside it takes it: only the run's worker holds it."""
+def anchors(dsk: dict, token: str, near) -> list:
+    """The anchors of ``near`` (the run or first-pass piece each merge goes beside: a key, or
+    None), one task per distinct key added to ``dsk``, giving that task's value again under a name
+    of its own: the keys the merges go beside (:func:`task_beside`). The cuts task takes every
+    run's handle, so its worker holds a copy of each, and dask, choosing between that worker
+    (nothing to fetch) and the run's, put a third of the merges there on four GPUs (BENCHMARKS.md
+    section 7). An anchor is made where its run is, as the run ends, and no task but the merges
+    beside it takes it: only the run's worker holds it."""
     out = []
-    for k in keys:  # (ANCHOR-TOKEN, q) of run (RUN-TOKEN, q); (ANCHOR-TOKEN, g, t) of a piece
-        a = (name(ANCHOR, token), *k[1:])
-        dsk[a] = _Unfused(a, _same, TaskRef(k))
+    for k in near:  # (ANCHOR-TOKEN, q) of run (RUN-TOKEN, q); (ANCHOR-TOKEN, g, t) of a piece
+        a = None if k is None else (name(ANCHOR, token), *k[1:])
+        if a is not None and a not in dsk:
+            dsk[a] = _Unfused(a, _same, TaskRef(k))
         out.append(a)
     return out
 

@@ -87,7 +87,7 @@ class Layout:
         return self.key_bytes < self.row_bytes
 
 
-def making() -> str:
+def new_making() -> str:
     """A new making's name: a run's (:attr:`Run.made`), and the files made for it carry it."""
     return uuid.uuid4().hex[:16]
 
@@ -106,7 +106,7 @@ class Run:
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
     row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
     shared: object = None  # a shared run's handle (:class:`dsort.engine.ipc.Shared`)
-    made: str = field(default_factory=lambda: making(), compare=False)  # this making of it (a compute of the job)
+    made: str = field(default_factory=new_making, compare=False)  # this making of it (a compute of the job)
 
     def __sizeof__(self) -> int:
         """Its sample's bytes too: dask places the tasks beside a run by them (see
@@ -250,7 +250,7 @@ class RunStore:
         """Keep sorted ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) as run ``index``; rows of
         another width are kept as they are, the run's handle saying their width. ``made``: this
         making's name where files were made for it first (:meth:`file_for`)."""
-        made = made or making()
+        made = made or new_making()
         if rows.shape[1] != self.config.row_bytes:
             return replace(self._put(index, rows, sample, made), row_bytes=int(rows.shape[1]))
         return self._put(index, rows, sample, made)
@@ -586,11 +586,10 @@ class RunStore:
                 data = self._data.pop(i, None)
                 shared = i in self._shared
                 self._shared.discard(i)
+                files = self._written.pop(i, [])
             if shared:
                 free_shared(self.config.directory, [data])
             self._unreserve(i)
-            with self._lock:
-                files = self._written.pop(i, [])
             self._remove(files)
 
     def close(self) -> None:

@@ -21,12 +21,13 @@ def graph(job: Job) -> tuple[dict, list, list, list]:
         dsk[k] = task(k, run_task, job, i)
     chain_keys, all_pieces = first_pass(dsk, job, job.id, run_keys)
     # the final pass: over the runs, or over the chains; each merge beside a run or piece it reads
-    inputs, near = (chain_keys, anchors(dsk, job.id, all_pieces)) if chain_keys else (run_keys, anchors(dsk, job.id, run_keys))
+    inputs = chain_keys or run_keys
     cut = name(CUTS, job.id)
     dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in inputs])
     merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
+    near = anchors(dsk, job.id, [beside(all_pieces or run_keys, t, len(merge_keys)) for t in range(len(merge_keys))])
     for t, k in enumerate(merge_keys):
-        dsk[k] = task_beside(k, beside(near, t, len(merge_keys)), merge_task, job, ref(cut), t)
+        dsk[k] = task_beside(k, near[t], merge_task, job, ref(cut), t)
     return dsk, run_keys, chain_keys, merge_keys
 
 
