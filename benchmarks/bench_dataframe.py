@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.append(str(Path(__file__).resolve().parent.parent))  # after PYTHONPATH: an A/B (scripts/gpu-ab) puts the older package first
 from _common import print_table, stages, timeline, write_json  # noqa: E402
 from distributed import WorkerPlugin  # noqa: E402
 

@@ -79,6 +79,62 @@ def test_cuts_ranked_on_the_host_or_the_gpu(tmp_path, monkeypatch, engine, ranke
     np.testing.assert_array_equal(np.fromfile(out, np.uint8).reshape(-1, 100), records_reference(data))
 
 
+@pytest.mark.parametrize("trial", range(12))
+@pytest.mark.parametrize("engine", ENGINES)
+def test_cuts_settled_by_the_merges_are_the_cuts_tasks(tmp_path, rng, trial, engine):
+    """The cuts each merge settles from the cuts task's windows (``settle_later``) equal the rows of
+    the exact cuts the cuts task finds itself, for every range: runs of many equal keys, empty runs,
+    NaN and infinities, both orders and NaN first or last, one range, ranges of one row and empty;
+    runs in host memory, or on a GPU (the merge's windows read onto it and joined there)."""
+    from types import SimpleNamespace
+
+    from dsort.core import chunk, filesort, plan
+    from dsort.core import runs as R
+    from dsort.engine import device as dev
+
+    dtype = ["int64", "float64"][trial % 2]
+    descending, na_position = bool(trial & 2), ["last", "first"][trial // 4 % 2]
+    sizes = [int(x) for x in rng.choice([0, 1, 7, 64, 300, 1001], int(rng.integers(2, 7)))]
+    gpu = 0 if engine == "gpu" else None
+    on_gpu = (1 << 30) if gpu == 0 else 0
+    store = R.StoreConfig(f"settle-{engine}-{trial}", str(tmp_path / "runs"), 8, host_budget=1 << 30, device_budget=on_gpu)
+    every = []  # each run's keys, sorted
+    for n in sizes:
+        keys = rng.integers(-3, 4, n).astype(dtype) if trial % 3 else rng.integers(-(1 << 40), 1 << 40, n).astype(dtype)
+        if dtype == "float64" and n:
+            keys[rng.random(n) < 0.1] = rng.choice([np.nan, np.inf, -np.inf])
+        every.append(np.asarray(pd.Series(keys).sort_values(ascending=not descending, na_position=na_position, kind="stable")))
+    total = sum(sizes)
+    outputs = int(rng.integers(1, 9))
+    range_rows = plan.balanced(total, outputs)
+    targets = plan.interior_targets(range_rows)
+    spacing = plan.sample_spacing(sizes, len(targets))
+    s = R.store(store)
+    try:
+        rows = [k.view(np.uint8).reshape(len(k), 8) for k in every]
+        rows = [r if gpu is None else chunk.on_gpu(r) for r in rows]
+        runs = [s.put(i, r, sample=k[::spacing].copy()) for i, (r, k) in enumerate(zip(rows, every))]
+        assert {r.tier for r in runs} == {"host" if gpu is None else "device"}
+        job = SimpleNamespace(
+            range_rows=range_rows, spacing=spacing, layout=R.Layout(8, 8, dtype), store=store, descending=descending,
+            na_position=na_position, gpu=False, recovery=lambda gpu: None,
+        )
+        exact, bare = filesort.cut_runs(job, runs)
+        windowed, _ = filesort.cut_runs(job, runs, settle_later=True)
+        np.testing.assert_array_equal(filesort.range_starts(windowed), filesort.range_starts(exact))
+        merged = []
+        for t in range(len(range_rows)):
+            if isinstance(windowed, filesort.Windowed):  # else one run or one range: the exact cuts
+                np.testing.assert_array_equal(filesort.settled_slices(job, (windowed, bare), t, gpu)[0][0], exact[t : t + 2])
+            got = filesort.merge_rows(job, (windowed, bare), t, filesort.Stopwatch(), gpu)
+            merged.append(np.empty(0, dtype) if got is None else dev.to_host(got[0]))
+        want = pd.Series(np.concatenate(every)).sort_values(ascending=not descending, na_position=na_position, kind="stable")
+        np.testing.assert_array_equal(np.concatenate(merged), want.to_numpy())
+        assert [len(m) for m in merged] == list(range_rows)
+    finally:
+        s.close()
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
 @pytest.mark.parametrize("dtype", ["int64", "float64"])

@@ -9,10 +9,13 @@ instead of :mod:`dsort.collections.graph`'s. The bulk data never stays in dask's
                  in the run store (:mod:`dsort.core.runs`: host memory within ``host_budget`` bytes,
                  else a file under the job's directory). The task returns a small
                  :class:`~dsort.core.runs.Run` handle with the run's regular sample.
-``dsort-cuts``   one task: the exact cut of every output chunk in every run, from the samples and
-                 the few keys inside their windows (:func:`dsort.core.filesort.cut_runs`).
-``dsort-merge``  one task per group of output chunks: its slices of every run, read and merged;
-                 the output chunks are pieces of it. The last merge to finish removes the runs.
+``dsort-cuts``   one task: the window of every cut between output chunks in every run, from the
+                 runs' samples (:func:`dsort.core.filesort.cut_runs`).
+``dsort-merge``  one task per group of output chunks: its slices of every run, read with the
+                 windows at their ends, cut exactly at the few keys inside those windows
+                 (:func:`dsort.core.filesort.settled_slices`; runs on another host's disk: cut by
+                 the cuts task, once) and merged; the output chunks are pieces of it. The last
+                 merge to finish removes the runs.
 
 More runs than one merge pass takes (``dsort.file-sort.max-runs``) are first merged in groups into
 chained runs (:mod:`dsort.collections.passes`), in ranges of a run's rows; the cuts and merges
@@ -151,7 +154,7 @@ def run_chunk(job: ArrayJob, i: int, keys, values, starts) -> R.Run:
 def cuts(job: ArrayJob, *runs):
     """The exact cuts of the runs (or a first pass's chains: their tasks' results)."""
     watch = F.Stopwatch()
-    got = F.cut_runs(job.final(), [F.handle(r) for r in runs], watch)
+    got = F.cut_runs(job.final(), [F.handle(r) for r in runs], watch, settle_later=not job.store.local)
     report_stages("cuts", watch)
     return got
 
@@ -497,7 +500,7 @@ def frame_chain(job: FrameJob, g: int, results):
 
 def output_sizes(job, cut) -> tuple:
     """Rows of every output partition of an external frame sort (balanced), from its cuts."""
-    return plan.balanced(int(cut[0][-1].sum()), job.partitions)
+    return plan.balanced(int(F.range_starts(cut[0])[-1]), job.partitions)
 
 
 # Frames whose columns and index all have fixed-width NumPy dtypes skip the pickled blocks: each row
@@ -619,7 +622,8 @@ def fixed_cuts(job: FixedFrameJob, *runs):
     watch = F.Stopwatch()
     runs = [F.handle(r) for r in runs]  # runs, or a first pass's chains
     out_sizes = plan.balanced(sum(r.rows for r in runs), job.partitions)
-    cut = F.cut_runs(replace(job.final(), range_rows=plan.group_sums(out_sizes, job.starts)), list(runs), watch)
+    final = replace(job.final(), range_rows=plan.group_sums(out_sizes, job.starts))
+    cut = F.cut_runs(final, list(runs), watch, settle_later=not job.store.local)
     report_stages("cuts", watch)
     return cut
 
@@ -640,7 +644,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     R.finish(job.store, t, len(job.starts), cut[1])
     report_stages("merge", watch)
     if job.ignore_index:
-        starts = np.cumsum([int(cut[0][t].sum()), *sizes]).tolist()
+        starts = np.cumsum([int(F.range_starts(cut[0])[t]), *sizes]).tolist()
         out = [FC.with_positions(frame, start) for frame, start in zip(out, starts)]
     return out[0] if len(out) == 1 else tuple(out)
 

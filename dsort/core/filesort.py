@@ -276,11 +276,34 @@ def cuts_task(job: Job, results):
     return cut_runs(job.final(), [handle(r) for r in results])
 
 
-def cut_runs(job, runs, watch: Stopwatch | None = None):
+class Windowed:
+    """Cuts the merges settle themselves (:func:`settled_slices`): every interior cut's window in
+    every run (``lo``, ``hi``: ``(ranges - 1, runs)``), its target rank, and the runs' sizes. Each
+    merge reads the windows of its own two cuts with its slices, where one cuts task would read
+    every window of every run: on several GPUs its first mapping of each other process's run, tens
+    of milliseconds on the sort's critical path (BENCHMARKS.md section 7)."""
+
+    def __init__(self, sizes, lo, hi, targets):
+        self.sizes = np.asarray(sizes, np.int64)
+        self.lo, self.hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
+        self.targets = np.asarray(targets, np.int64)
+
+
+def range_starts(bounds) -> np.ndarray:
+    """The first row of every output range in the merged output, then the total (``ranges + 1``
+    of them), from the exact boundaries or a :class:`Windowed` (the cuts' targets are exact)."""
+    if isinstance(bounds, Windowed):
+        return np.concatenate([[0], bounds.targets, [bounds.sizes.sum()]]).astype(np.int64)
+    return np.asarray(bounds, np.int64).sum(axis=1)
+
+
+def cut_runs(job, runs, watch: Stopwatch | None = None, settle_later: bool = False):
     """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
     the runs' handles without their samples (what the merges need). ``job``: anything with
     ``range_rows``, ``spacing``, ``layout``, ``store``, ``descending`` and ``na_position``;
-    ``watch`` times its stages."""
+    ``watch`` times its stages. ``settle_later``: only the windows of the cuts (a
+    :class:`Windowed`, in place of the rows), each merge settling its own (:func:`merge_rows`);
+    for runs that every worker reads as it is (not on another host's disk)."""
     watch = watch or Stopwatch()
     sizes = [r.rows for r in runs]
     targets = plan.interior_targets(job.range_rows)
@@ -290,6 +313,8 @@ def cut_runs(job, runs, watch: Stopwatch | None = None):
         watch.lap("samples")
         lo, hi = plan.windows(samples, sizes, job.spacing, targets, job.descending, job.na_position)
         watch.lap("windows")
+        if settle_later:
+            return Windowed(sizes, lo, hi, targets), [R.bare(r) for r in runs]
         # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
         window_keys = read_windows(store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q)))
         watch.lap("read windows")
@@ -380,6 +405,34 @@ def read_windows(store, layout, runs, lo, hi, recover=None):
             per_run[q] = np.concatenate(parts) if parts else np.empty((0, kb), np.uint8)
             at += n
     return plan.Windows.from_runs([keys_of(np.ascontiguousarray(g)) for g in per_run], lengths)
+
+
+def settled_slices(job, cut, t: int, gpu=None, recover=None) -> tuple:
+    """Output range ``t``'s slices of every run where the merge settles its cuts (``cut[0]`` a
+    :class:`Windowed`): each run read once, from its window around the range's first cut to the one
+    around its last (the slice and the windows at its ends: a few more rows), onto ``gpu`` or into
+    host memory; the two cuts made exact from the windows' keys (copied out together), as
+    :func:`cut_runs` makes all; the slices cut to them. ``(the range's cut: boundaries (2, runs),
+    the items read (run, lo, hi), the slices: one per run with rows in the range)``."""
+    w, runs = cut[0], cut[1]
+    inner = [i for i in (t - 1, t) if 0 <= i < len(w.targets)]
+    lo, hi = w.lo[inner], w.hi[inner]
+    first = lo.min(axis=0) if t > 0 else np.zeros_like(w.sizes)
+    end = hi.max(axis=0) if t < len(w.targets) else w.sizes
+    items = [(run, first[q], end[q]) for q, run in enumerate(runs) if end[q] > first[q]]
+    got = dict(zip([q for q in range(len(runs)) if end[q] > first[q]], R.store(job.store).read_many(items, gpu, recover)))
+    lengths = np.maximum(hi - lo, 0)
+    kb = job.layout.key_bytes
+    parts = [got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb] for q in range(len(runs)) for i in range(len(inner)) if lengths[i, q]]
+    joined = dev.to_host(engines.get(parts[0]).concatenate(parts)) if parts else np.empty((0, kb), np.uint8)
+    keys_of = R.Layout(kb, kb, job.layout.dtype).keys
+    ends = np.cumsum(lengths.sum(axis=0))
+    windows = plan.Windows.from_runs([keys_of(joined[e - n : e]) for e, n in zip(ends, lengths.sum(axis=0))], lengths)
+    exact = plan.exact_cuts(windows, lo, w.targets[inner], job.descending, job.na_position)
+    lower = np.zeros_like(w.sizes) if t == 0 else exact[0]
+    upper = w.sizes if t == len(w.targets) else exact[-1]
+    slices = [got[q][lower[q] - first[q] : upper[q] - first[q]] for q in range(len(runs)) if upper[q] > lower[q]]
+    return (np.stack([lower, upper]), *cut[1:]), items, slices
 
 
 def merge_task(job: Job, cut, t: int):
@@ -490,10 +543,15 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     (:meth:`~dsort.core.runs.RunStore.fetch_remote`). A run that cannot be read is made again
     where the job can (:meth:`FirstPass.recovery`)."""
     lay = job.layout
-    store, items = R.store(job.store), _slice_items(cut, t)
-    slices = store.read_many(items, gpu, job.recovery(gpu), fetched)
-    sync(gpu)
-    watch.lap("read runs")
+    store, recover = R.store(job.store), job.recovery(gpu)
+    if isinstance(cut[0], Windowed):  # its cuts settled here (cut_runs' settle_later), from the rows it reads
+        _, items, slices = settled_slices(job, cut, t, gpu, recover)
+        watch.lap("read runs + settle cuts")
+    else:
+        items = _slice_items(cut, t)
+        slices = store.read_many(items, gpu, recover, fetched)
+        sync(gpu)
+        watch.lap("read runs")
     if not slices:
         return None
     keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
