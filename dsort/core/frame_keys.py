@@ -31,10 +31,11 @@ __all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "st
 NA_POSITIONS = ("last", "first")
 
 
-def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool) -> np.ndarray:
+def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool, buffers=None) -> np.ndarray:
     """One column as byte rows: a missing-value byte, then the value's order-preserving bytes
     (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
-    descending, the missing-value byte never, so missing values stay last/first both ways)."""
+    descending, the missing-value byte never, so missing values stay last/first both ways).
+    ``buffers``: a string column's :func:`_value_buffers` where the caller has read them already."""
     n = len(s)
     if isinstance(s.dtype, pd.ArrowDtype):
         s = _from_arrow(s)
@@ -65,7 +66,7 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         if nan.any():
             v[nan] = np.iinfo(v.dtype).max if _nan_high(dtype, descending, na_first) else 0
     elif _is_string(s):
-        data, offsets = _value_buffers(s)
+        data, offsets = buffers or _value_buffers(s)
         width = max(int(width or 0), 1)
         # UTF-8 bytes (an object column's numbers: bytes of their own) compare like the code points
         # that Python and pandas compare; NUL pads. The byte length follows (big-endian), so "a"
@@ -346,9 +347,13 @@ def string_widths(df, by) -> dict:
     for c in by:
         s = column(df, c)
         if _is_string(s):
-            _, offsets = _value_buffers(s)
-            out[c] = max(int(np.diff(offsets).max()) if len(offsets) > 1 else 0, 1)
+            out[c] = _widest(_value_buffers(s)[1])
     return out
+
+
+def _widest(offsets) -> int:
+    """The widest value (bytes; at least 1) of a string column's :func:`_value_buffers` offsets."""
+    return max(int(np.diff(offsets).max()) if len(offsets) > 1 else 0, 1)
 
 
 def string_columns(meta: pd.DataFrame, by) -> list:
@@ -395,11 +400,18 @@ class KeySpec:
         return int(sum(self.fixed) + sum(widths))
 
     def encode(self, df, widths=None) -> tuple[np.ndarray, tuple]:
-        """``(keys, widths)``: the partition's keys as byte rows, at ``widths`` (default its own)."""
-        widths = tuple(widths) if widths is not None else self.widths(df)
+        """``(keys, widths)``: the partition's keys as byte rows, at ``widths`` (default its own);
+        each string column's values are read once, for its width and its keys."""
         na_first = self.na_position == "first"
-        cols = [_column_key(column(df, c), w, not a, na_first) for c, a, w in zip(self.by, self.ascending, widths)]
-        return (cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)), widths
+        given = None if widths is None else tuple(widths)
+        cols, own = [], []
+        for i, (c, a, st) in enumerate(zip(self.by, self.ascending, self.strings)):
+            s = column(df, c)
+            buffers = _value_buffers(s) if st and _is_string(s) else None
+            own.append(_widest(buffers[1]) if buffers else 0)
+            cols.append(_column_key(s, own[-1] if given is None else given[i], not a, na_first, buffers))
+        keys = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
+        return keys, tuple(own) if given is None else given
 
     def words(self, df) -> np.ndarray:
         """The partition's keys as one uint64 per row whose ascending order is the wanted order
