@@ -10,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from .frame_cases import reference
-from dsort.core.frame_keys import KeySpec, encode_keys
+from dsort.core.errors import UnsupportedType
+from dsort.core.frame_keys import KeySpec, encode_keys, join_kinds
 from dsort.dataframe import set_index, sort_series, sort_values
 
 ORDERS = [(True, "last"), (True, "first"), (False, "last"), (False, "first")]
@@ -231,3 +232,23 @@ def test_values_that_do_not_compare_are_refused(values, found, how, tmp_path):
             else:
                 sort_values(ddf, "k", strategy=how, local_directory=tmp_path).compute(scheduler="sync")
         assert "\n" not in str(e.value)
+
+
+def test_kinds_of_a_partition_and_their_join():
+    """What a partition's keys tell of their values as they are made (no pass of their own): the
+    types of an object column's (numbers by their types, which all compare; strings; bytes), an
+    Arrow string column's; none for a column of no values, of missing ones only, or not of strings.
+    Joined where partitions meet: the types met, refused where they do not compare."""
+    spec = KeySpec.of(pd.DataFrame({"k": pd.Series([], dtype=object), "n": np.zeros(0)}), ["k", "n"])
+    cases = [([1, 2], ("int",)), ([1.5, None], ("float",)), ([1, 2.5], ("int", "float")), ([True], ("bool",))]
+    cases += [(["a", None], ("str",)), ([b"a"], ("bytes",)), ([], ()), ([None, np.nan], ())]
+    for values, kinds in cases:
+        k = np.empty(len(values), dtype=object)
+        k[:] = values
+        assert spec.encode_part(pd.DataFrame({"k": k, "n": np.zeros(len(values))}))[2] == (kinds, ())
+    arrow = KeySpec.of(pd.DataFrame({"k": pd.Series([], dtype="string[pyarrow]")}), "k")
+    assert arrow.encode_part(pd.DataFrame({"k": pd.Series(["a", None], dtype="string[pyarrow]")}))[2] == (("str",),)
+    assert arrow.encode_part(pd.DataFrame({"k": pd.Series([None], dtype="string[pyarrow]")}))[2] == ((),)
+    assert join_kinds(spec, [(("int",), ()), ((), ()), (("float", "int"), ()), ()]) == (("int", "float"), ())
+    with pytest.raises(UnsupportedType, match=r"^cannot sort by column 'k': its partitions hold values of types int, float and bytes, "):
+        join_kinds(spec, [(("int", "float"), ()), ((), ()), (("bytes",), ())])

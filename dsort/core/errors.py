@@ -27,6 +27,11 @@ class UnsupportedType(Unsupported, TypeError):
     """A key of a type dsort does not sort."""
 
 
+class Incomparable(UnsupportedType):
+    """A key whose values do not compare with each other (numbers and strings, say), in one
+    partition or across partitions: pandas' sort refuses them too."""
+
+
 class UnsupportedValue(Unsupported, ValueError):
     """A key whose values dsort cannot sort as asked (a categorical whose categories are not in
     their values' order, for divisions)."""
