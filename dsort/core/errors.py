@@ -29,7 +29,8 @@ class UnsupportedType(Unsupported, TypeError):
 
 class Incomparable(UnsupportedType):
     """A key whose values do not compare with each other (numbers and strings, say), in one
-    partition or across partitions: pandas' sort refuses them too."""
+    partition or across partitions: pandas' sort refuses them too, so dask's own cannot sort them
+    either, and dsort's stand-in for dask's methods raises it rather than handing the call on."""
 
 
 class UnsupportedValue(Unsupported, ValueError):
