@@ -142,7 +142,7 @@ def test_the_plan_takes_each_parts_sample_at_the_common_spacing(rng):
     spec = KeySpec.of(parts[0], "k")
     done = [FC.sort_part(p, spec) for p in parts]
     infos = [FC.info(d, 6) for d in done]
-    own = [s for _, _, s, _ in infos]
+    own = [s for _, _, s, *_ in infos]
     assert all(s & (s - 1) == 0 for s in own) and own[-1] == max(own) > own[3] >= 1
     plan = FC.make_plan(spec, 6, None, *infos)
     assert plan.spacing == max(own) and plan.sizes == tuple(sizes)

@@ -1,6 +1,7 @@
 """Key values at the edges of what pandas holds, against pandas' stable sort: a nullable or Arrow
 float's NaN (a value there, not a missing one), lone surrogates in strings, and object columns of
-numbers (sorted) or of values that do not compare (refused, as pandas refuses them)."""
+numbers (sorted) or of values that do not compare, in one partition or across partitions (refused,
+as pandas refuses them)."""
 
 import dask
 import dask.dataframe as dd
@@ -10,7 +11,8 @@ import pyarrow as pa
 import pytest
 
 from .frame_cases import reference
-from dsort.core.frame_keys import KeySpec, encode_keys
+from dsort.core.errors import UnsupportedType
+from dsort.core.frame_keys import KeySpec, encode_keys, join_kinds
 from dsort.dataframe import set_index, sort_series, sort_values
 
 ORDERS = [(True, "last"), (True, "first"), (False, "last"), (False, "first")]
@@ -231,3 +233,116 @@ def test_values_that_do_not_compare_are_refused(values, found, how, tmp_path):
             else:
                 sort_values(ddf, "k", strategy=how, local_directory=tmp_path).compute(scheduler="sync")
         assert "\n" not in str(e.value)
+
+
+def _itself(part):
+    return part
+
+
+def _partitions(*parts):
+    """``(dask frame, the same frame in pandas)`` of exactly these partitions: each a list of the
+    values of an object column ``k``, ``row`` the rows' positions in the whole."""
+    frames, at = [], 0
+    for values in parts:
+        k = np.empty(len(values), dtype=object)
+        k[:] = values
+        rows = np.arange(at, at + len(values))
+        frames.append(pd.DataFrame({"k": k, "row": rows}, index=rows))
+        at += len(values)
+    return dd.from_map(_itself, frames, meta=frames[0].iloc[:0]), pd.concat(frames)
+
+
+# where the partitions' keys meet: in one run (sorted together), a run each (the plan; the cuts),
+# or (external) runs merged in groups of two first, the final cuts joining the groups' chains
+MEETINGS = {
+    "one run": {"dsort.scale.runs-per-thread": 0},
+    "a run each": {"dsort.scale.runs-per-thread": 64},
+    "two passes": {"dsort.scale.runs-per-thread": 64, "dsort.file-sort.max-runs": 2},
+}
+STRATEGY_MEETINGS = [("memory", "one run"), ("memory", "a run each"), *[("external", m) for m in MEETINGS]]
+
+
+@pytest.mark.parametrize(
+    "parts,found",
+    [
+        ([[3, 1], [2, 0], ["b", "a"], ["c", "a"]], "int and str"),
+        ([["b", "a"], ["c"], [b"b", b"a"], [b"c"]], "str and bytes"),
+        ([[2.5, 1], [], [None, np.nan], ["a", "b"]], "int, float and str"),
+    ],
+)
+@pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("strategy,meeting", STRATEGY_MEETINGS)
+def test_partitions_of_kinds_that_do_not_compare_are_refused(parts, found, ascending, strategy, meeting, tmp_path):
+    """Partitions that each hold values of one kind, whose kinds do not compare (numbers and
+    strings, strings and bytes): each partition's keys are in order alone, theirs together mean
+    nothing (pandas' sort of the whole refuses them), so the sort is refused where they meet, with
+    one line naming the column and the types met; empty and all-missing partitions count for none."""
+    with dask.config.set({"dataframe.convert-string": False, **MEETINGS[meeting]}):
+        ddf, df = _partitions(*parts)
+        with pytest.raises(TypeError):  # pandas' own refusal
+            df.sort_values("k", kind="stable")
+        message = rf"^cannot sort by column 'k': its partitions hold values of types {found}, which do not compare with each other$"
+        with pytest.raises(UnsupportedType, match=message):
+            sort_values(ddf, "k", ascending=ascending, strategy=strategy, local_directory=tmp_path).compute(scheduler="sync")
+
+
+@pytest.mark.parametrize("how", ["series", "set_index", "drop-in set_index", "drop-in sort_values"])
+def test_partitions_of_kinds_that_do_not_compare_are_refused_by_every_sort(how):
+    """sort_series, set_index (its cuts run at the call) and dask's own methods under the drop-in
+    refuse them alike: the drop-in does not hand them to dask's own sort, which cannot sort them either."""
+    import dsort
+
+    message = r"^cannot sort by column 'k': its partitions hold values of types int and str, which do not compare with each other$"
+    with dask.config.set({"dataframe.convert-string": False}), pytest.raises(UnsupportedType, match=message):
+        ddf, _ = _partitions([3, 1], [2], ["b", "a"])
+        if how == "series":
+            sort_series(ddf["k"]).compute(scheduler="sync")
+        elif how == "set_index":
+            set_index(ddf, "k")
+        else:
+            with dsort.enabled():
+                if how == "drop-in set_index":
+                    ddf.set_index("k")
+                else:
+                    ddf.sort_values("k").compute(scheduler="sync")
+
+
+@pytest.mark.parametrize(
+    "parts",
+    [
+        [[3, 1], [], [None, np.nan], [2.5, True, np.int64(-1), np.float32(0.5)]],
+        [["b", "a"], [], [None, np.nan], ["c", "a"]],
+        [[b"b"], [], [None], [b"a", b"c", b""]],
+    ],
+    ids=["numbers", "strings", "bytes"],
+)
+@pytest.mark.parametrize("ascending", [True, False])
+@pytest.mark.parametrize("strategy,meeting", STRATEGY_MEETINGS)
+def test_partitions_of_one_kind_empty_or_missing_sort_as_pandas(parts, ascending, strategy, meeting, tmp_path):
+    """Partitions of one kind (numbers of any types, strings, bytes), an empty one and an all-missing
+    one between them: sorted, as pandas' stable sort of the whole orders them, values kept."""
+    with dask.config.set({"dataframe.convert-string": False, **MEETINGS[meeting]}):
+        ddf, df = _partitions(*parts)
+        got = sort_values(ddf, "k", ascending=ascending, strategy=strategy, local_directory=tmp_path).compute(scheduler="sync")
+    expected = df.sort_values("k", ascending=ascending, kind="stable")
+    assert got["row"].tolist() == expected["row"].tolist() and _same(got["k"], expected["k"])
+
+
+def test_kinds_of_a_partition_and_their_join():
+    """What a partition's keys tell of their values as they are made (no pass of their own): the
+    types of an object column's (numbers by their types, which all compare; strings; bytes), an
+    Arrow string column's; none for a column of no values, of missing ones only, or not of strings.
+    Joined where partitions meet: the types met, refused where they do not compare."""
+    spec = KeySpec.of(pd.DataFrame({"k": pd.Series([], dtype=object), "n": np.zeros(0)}), ["k", "n"])
+    cases = [([1, 2], ("int",)), ([1.5, None], ("float",)), ([1, 2.5], ("int", "float")), ([True], ("bool",))]
+    cases += [(["a", None], ("str",)), ([b"a"], ("bytes",)), ([], ()), ([None, np.nan], ())]
+    for values, kinds in cases:
+        k = np.empty(len(values), dtype=object)
+        k[:] = values
+        assert spec.encode_part(pd.DataFrame({"k": k, "n": np.zeros(len(values))}))[2] == (kinds, ())
+    arrow = KeySpec.of(pd.DataFrame({"k": pd.Series([], dtype="string[pyarrow]")}), "k")
+    assert arrow.encode_part(pd.DataFrame({"k": pd.Series(["a", None], dtype="string[pyarrow]")}))[2] == (("str",),)
+    assert arrow.encode_part(pd.DataFrame({"k": pd.Series([None], dtype="string[pyarrow]")}))[2] == ((),)
+    assert join_kinds(spec, [(("int",), ()), ((), ()), (("float", "int"), ()), ()]) == (("int", "float"), ())
+    with pytest.raises(UnsupportedType, match=r"^cannot sort by column 'k': its partitions hold values of types int, float and bytes, "):
+        join_kinds(spec, [(("int", "float"), ()), ((), ()), (("bytes",), ())])

@@ -353,10 +353,11 @@ def _rows_path(job: FrameJob, run) -> str:
 def frame_run(job: FrameJob, p: int, *parts) -> tuple:
     """Consecutive partitions ``parts`` as run ``p``: their keys, a stable sort of their rows by
     them, the rows written in blocks beside the run store's files (:func:`_write_rows`), the keys
-    kept as run ``p``; ``(run, the keys' string widths)``."""
+    kept as run ``p``; ``(run, the keys' string widths, their kinds)`` (the kinds: the types of
+    the object columns' values, which the cuts check across runs: :func:`frame_cuts`)."""
     s = FC.sort_part(list(parts), job.spec, job.widths, job.device)
     made = _write_rows(job, p, s.frame)
-    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy(), made=made), s.widths
+    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy(), made=made), s.widths, s.kinds
 
 
 def _write_rows(job: FrameJob, p: int, frame) -> str:
@@ -414,24 +415,26 @@ def _run_rows(job: FrameJob, run, lo: int, hi: int):
 
 def frame_cuts(job: FrameJob, *made):
     """The cuts of ``job.partitions`` balanced output partitions: ``(cut rows, runs, the keys'
-    string widths per run, the common widths)``, from the runs' samples and the keys in their
-    windows (every key brought to the common widths first). ``made``: the runs' (or chains')
-    ``(handle, string widths)``."""
-    from ..core.frame_keys import common_widths, widen
+    string widths per run, the common widths, the runs' kinds joined)``, from the runs' samples and
+    the keys in their windows (every key brought to the common widths first); runs whose keys do
+    not compare are refused first (:func:`dsort.core.frame_keys.join_kinds`). ``made``: the runs'
+    (or chains') ``(handle, string widths, kinds)``."""
+    from ..core.frame_keys import common_widths, join_kinds, widen
 
-    runs = [r for r, _ in made]
-    have = [w for _, w in made]
+    kinds = join_kinds(job.spec, [k for _, _, k in made])
+    runs = [r for r, _, _ in made]
+    have = [w for _, w, _ in made]
     sizes = [r.rows for r in runs]
     p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions), starts=job.starts)
     if len(runs) > 1 and len(p.targets):
-        samples = [widen(job.spec, r.sample, w, p.widths) for r, w in made]
+        samples = [widen(job.spec, r.sample, w, p.widths) for r, w in zip(runs, have)]
         p = replace(p, windows=FC.bounds(p, *samples))
         found = F.read_windows(R.store(job.store), None, runs, *p.windows)  # [t][q], each run's keys at its own widths
         windows = [[widen(job.spec, found[t][q], have[q], p.widths) for t in range(len(p.targets))] for q in range(len(runs))]
         cut = FC.cuts(p, *windows)
     else:
         cut = FC.cuts(p)
-    return cut, [R.bare(r) for r in runs], have, p.widths
+    return cut, [R.bare(r) for r in runs], have, p.widths, kinds
 
 
 def _frame_slices(job: FrameJob, cut, t: int) -> list:
@@ -439,7 +442,7 @@ def _frame_slices(job: FrameJob, cut, t: int) -> list:
     keys at the common widths)`` of each run that has rows in it, in run order."""
     from ..core.frame_keys import widen
 
-    bounds, runs, have, want = cut
+    bounds, runs, have, want, _ = cut
     pieces = [(q, run, int(bounds[t, q]), int(bounds[t + 1, q])) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
     keys = R.store(job.store).read_many([(run, lo, hi) for _, run, lo, hi in pieces])
     return [
@@ -457,7 +460,7 @@ def frame_merge(job: FrameJob, cut, t: int, meta):
 # A frame's first merge pass (more runs than one pass takes): each group of runs is cut into as many
 # ranges as it has runs (frame_group_cuts), each range's slices merged into one piece of the group's
 # chain, its rows pickled as a run's are and its keys (at the group's common widths) kept in the run
-# store (frame_group_merge), and the chain handed on with those widths (frame_chain).
+# store (frame_group_merge), and the chain handed on with those widths and the group's kinds (frame_chain).
 
 
 def frame_group_cuts(job: FrameJob, g: int, made):
@@ -469,7 +472,7 @@ def frame_group_cuts(job: FrameJob, g: int, made):
 def frame_group_merge(job: FrameJob, cut, g: int, t: int, meta):
     """Range ``t`` of group ``g``: its slices merged by their keys and kept as piece ``t`` of the
     group's chain (rows pickled, keys in the run store with the chain's sample positions):
-    ``(piece, the keys' string widths)``."""
+    ``(piece, the keys' string widths, the group's kinds)``."""
     slices = [(f, k) for f, k in _frame_slices(job, cut, t) if len(f)]
     want = cut[3]
     if not slices:
@@ -483,19 +486,19 @@ def frame_group_merge(job: FrameJob, cut, g: int, t: int, meta):
     p = job.piece_index(g, t)
     made = _write_rows(job, p, frame)
     start, step = plan.sample_positions(int(cut[0][t].sum()), job.spacing)
-    return R.store(job.store).put(p, keys, sample=keys[start::step].copy(), made=made), want
+    return R.store(job.store).put(p, keys, sample=keys[start::step].copy(), made=made), want, cut[4]
 
 
 def frame_chain(job: FrameJob, g: int, results):
     """Group ``g``'s chain from its pieces (the group merges' ``results``): ``(Chain, string
-    widths)``. In the embedded sort (one process) the group's runs are freed, every piece being
-    made (see :func:`dsort.core.filesort.chain_task`)."""
+    widths, kinds)``, as a run's. In the embedded sort (one process) the group's runs are freed,
+    every piece being made (see :func:`dsort.core.filesort.chain_task`)."""
     s = R.store(job.store)
     if s.address is None:
         a, b = job.groups[g]
         s.free(range(a, b))  # their rows' files too
-    widths = results[0][1]
-    return R.Chain(job.store.job, g, tuple(r for r, _ in results), row_bytes=job.spec.width(widths)), widths
+    _, widths, kinds = results[0]
+    return R.Chain(job.store.job, g, tuple(r for r, _, _ in results), row_bytes=job.spec.width(widths)), widths, kinds
 
 
 def output_sizes(job, cut) -> tuple:

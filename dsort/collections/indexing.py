@@ -167,7 +167,7 @@ def _key_pass(df, other, dtype):
     try:
         if any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
             return missing, rows, None
-    except TypeError:  # values that do not compare (an object column of several types): sorted by dsort's rules
+    except TypeError:  # values that do not compare (an object column of several types): the sort refuses them
         return missing, rows, None
     return missing, rows, [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
 

@@ -7,7 +7,9 @@ dask's keeps dask's meaning; the differences are dsort's (stable sorts, partitio
 a row, exact divisions, rows outside user divisions kept in the first and last partitions) and
 dask's own shuffle knobs (``shuffle_method``, ``upsample``, ``partition_size``, ``**options``) have
 no effect. A call dsort cannot sort (a key type it does not support, frames whose partitions are
-not pandas', such as dask-cudf's) is handed to dask's own method unchanged.
+not pandas', such as dask-cudf's) is handed to dask's own method unchanged; but not one whose key's
+values do not compare (numbers and strings: :class:`~dsort.core.errors.Incomparable`), which dask
+cannot sort either: dsort's refusal says why.
 
     import dsort
     dsort.enable()              # from now on, in this process
@@ -26,7 +28,7 @@ import contextlib
 import functools
 import threading
 
-from ..core.errors import Unsupported
+from ..core.errors import Incomparable, Unsupported
 
 _lock = threading.RLock()
 _depth = 0  # enable() calls and enabled() blocks now in force
@@ -36,7 +38,8 @@ def _stand_in(name: str):
     """dsort's ``name`` (``sort_values``, ``set_index``) in the place of dask's ``DataFrame.name``:
     the call bound to dask's own signature (every argument form dask takes, positional ones too)
     and handed to dsort by keyword; dask's ``**options`` (its shuffle's) dropped; a call dsort
-    cannot sort (:class:`~dsort.core.errors.Unsupported`) handed to dask's method unchanged."""
+    cannot sort (:class:`~dsort.core.errors.Unsupported`) handed to dask's method unchanged, unless
+    its values do not compare (:class:`~dsort.core.errors.Incomparable`: no sort can)."""
 
     def method(self, *args, **kwargs):
         import inspect
@@ -61,6 +64,8 @@ def _stand_in(name: str):
         arguments = {k: v for k, v in given.items() if k in takes and k not in ("self", first)}
         try:
             return ours(self, given[first], **arguments)
+        except Incomparable:
+            raise
         except Unsupported:
             return dasks(self, *args, **kwargs)
 

@@ -27,6 +27,12 @@ class UnsupportedType(Unsupported, TypeError):
     """A key of a type dsort does not sort."""
 
 
+class Incomparable(UnsupportedType):
+    """A key whose values do not compare with each other (numbers and strings, say), in one
+    partition or across partitions: pandas' sort refuses them too, so dask's own cannot sort them
+    either, and dsort's stand-in for dask's methods raises it rather than handing the call on."""
+
+
 class UnsupportedValue(Unsupported, ValueError):
     """A key whose values dsort cannot sort as asked (a categorical whose categories are not in
     their values' order, for divisions)."""

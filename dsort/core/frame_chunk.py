@@ -7,7 +7,9 @@ comes first; or, for one column of NumPy numbers sorted on the host, one uint64 
 :meth:`dsort.core.frame_keys.KeySpec.words`, which NumPy sorts as numbers, with no bytes to pack).
 The exact cuts come from the keys alone, as for arrays: a regular sample of every part, windows
 around every cut, the keys inside them (:mod:`dsort.core.plan`); every key that travels is first brought
-to the common widths (:func:`dsort.core.frame_keys.widen`). Each output partition then takes its slice
+to the common widths (:func:`dsort.core.frame_keys.widen`). Each part's kinds (the types of its
+object columns' values) travel with its widths, and the plan refuses parts whose keys do not compare
+(:func:`dsort.core.frame_keys.join_kinds`). Each output partition then takes its slice
 of every part and merges them by their keys: stable, ties in input order.
 """
 
@@ -22,17 +24,19 @@ from . import chunk, frame_cudf, plan
 from .. import engine as engines
 from ..engine import device as dev
 from ..engine import host
-from .frame_keys import KeySpec, common_widths, widen
+from .frame_keys import KeySpec, common_widths, join_kinds, widen
 from .frame_wire import Wired, restore, unwire, wire
 
 
 @dataclass
 class Sorted:
-    """One input partition sorted: its rows, and their keys (NumPy byte rows, or words) in the same order."""
+    """One input partition sorted: its rows, and their keys (NumPy byte rows, or words) in the same
+    order; the keys' string widths and kinds (:meth:`dsort.core.frame_keys.KeySpec.encode_part`)."""
 
     frame: pd.DataFrame
     keys: np.ndarray
     widths: tuple
+    kinds: tuple
 
     def __sizeof__(self) -> int:
         """Its rows' and keys' bytes, as dask measures a frame: the scheduler places the tasks
@@ -43,11 +47,11 @@ class Sorted:
         return sizeof(self.frame) + self.keys.nbytes + object.__sizeof__(self)
 
     def __reduce__(self):  # moved or spilled: arrays in object columns as Arrow (dsort.core.frame_wire)
-        return (_sorted_again, (wire(self.frame), self.keys, self.widths))
+        return (_sorted_again, (wire(self.frame), self.keys, self.widths, self.kinds))
 
 
-def _sorted_again(frame, keys, widths) -> Sorted:
-    return Sorted(unwire(frame), keys, widths)
+def _sorted_again(frame, keys, widths, kinds) -> Sorted:
+    return Sorted(unwire(frame), keys, widths, kinds)
 
 
 @dataclass(frozen=True)
@@ -87,20 +91,22 @@ def sort_part(parts, spec: KeySpec, widths=None, device=None, words=False) -> So
     by their keys (on the worker's GPU with ``device="gpu"``: the keys go there and the order
     comes back; the rows stay on the host). ``words``: keyed by words, not byte rows, where the
     spec allows (:attr:`KeySpec.word`) and the sort is on the host. String keys of several
-    partitions are brought to their common widths. cudf partitions: their keys made from their
-    key columns (:func:`dsort.core.frame_cudf.key_frame`), their rows gathered on the GPU."""
+    partitions are brought to their common widths, and refused where their kinds do not compare
+    (:func:`dsort.core.frame_keys.join_kinds`). cudf partitions: their keys made from their key
+    columns (:func:`dsort.core.frame_cudf.key_frame`), their rows gathered on the GPU."""
     frames = [parts] if isinstance(parts, (pd.DataFrame, Wired)) or frame_cudf.is_cudf(parts) else list(parts)
     frames = [unwire(f) for f in frames]  # partitions that travelled here (wired where they were made)
     with host.pooled():
         if words and spec.word and device is None and not frame_cudf.is_cudf(frames[0]):
-            keys, widths = _joined([spec.words(f) for f in frames]), (0,)
+            keys, widths, kinds = _joined([spec.words(f) for f in frames]), (0,), ()  # NumPy numbers: no kinds
         else:
             by = frame_cudf.key_frame if frame_cudf.is_cudf(frames[0]) else None
-            encoded = [spec.encode(by(f, spec.by) if by else f, widths) for f in frames]
-            widths = common_widths([w for _, w in encoded])
-            keys = _joined([widen(spec, k, w, widths) for k, w in encoded])
+            encoded = [spec.encode_part(by(f, spec.by) if by else f, widths) for f in frames]
+            kinds = join_kinds(spec, [k for _, _, k in encoded])
+            widths = common_widths([w for _, w, _ in encoded])
+            keys = _joined([widen(spec, k, w, widths) for k, w, _ in encoded])
         order = _argsort(keys, device)
-        return Sorted(gather(frames, order), engines.take_rows(keys, order), widths)
+        return Sorted(gather(frames, order), engines.take_rows(keys, order), widths, kinds)
 
 
 def _joined(keys):
@@ -255,24 +261,27 @@ def _from_rows(rows: np.ndarray, arrow_type, dtype):
 
 
 def info(part: Sorted, outputs: int) -> tuple:
-    """``(rows, string widths, spacing, sample)``: what the plan needs of a part. The sample is its
-    keys at rows 0, s, 2s, ... (at its own widths), s its own spacing for ``outputs`` outputs
-    (:func:`dsort.core.plan.part_spacing`): the plan takes the windows from the samples at once."""
+    """``(rows, string widths, spacing, sample, kinds)``: what the plan needs of a part. The sample
+    is its keys at rows 0, s, 2s, ... (at its own widths), s its own spacing for ``outputs``
+    outputs (:func:`dsort.core.plan.part_spacing`): the plan takes the windows from the samples at
+    once."""
     n = len(part.keys)
     s = plan.part_spacing(n, max(outputs - 1, 1))
-    return n, part.widths, s, np.ascontiguousarray(part.keys[::s])
+    return n, part.widths, s, np.ascontiguousarray(part.keys[::s]), part.kinds
 
 
 def make_plan(spec: KeySpec, partitions: int, starts, *infos) -> Plan:
     """The plan of ``partitions`` outputs, merged in groups that begin at outputs ``starts`` (None:
     one group each), from the parts' :func:`info`: the common spacing is the largest of theirs (a
     multiple of each), and every sample is cut to it and brought to the common widths before the
-    windows are found."""
+    windows are found. Parts whose keys do not compare are refused first (their kinds:
+    :func:`dsort.core.frame_keys.join_kinds`)."""
+    join_kinds(spec, [k for *_, k in infos])
     sizes = tuple(int(n) for n, *_ in infos)
     widths = common_widths([w for _, w, *_ in infos])
-    spacing = max((s for n, _, s, _ in infos if n), default=1)
+    spacing = max((s for n, _, s, *_ in infos if n), default=1)
     p = Plan(sizes, widths, spacing, plan.balanced(sum(sizes), partitions), starts=None if starts is None else tuple(starts))
-    return replace(p, windows=bounds(p, *[widen(spec, x[:: spacing // s], w, widths) for _, w, s, x in infos]))
+    return replace(p, windows=bounds(p, *[widen(spec, x[:: spacing // s], w, widths) for _, w, s, x, _ in infos]))
 
 
 def part_keys(spec, part: Sorted, p: Plan, lo=0, hi=None, step=1):

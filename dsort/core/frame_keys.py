@@ -12,7 +12,10 @@ its bytes, or its number's (in Python's order: :func:`_number_bytes`), and value
 compare are refused. Every column but a string one has a width fixed by its dtype; a string column's
 width is the longest value's, so two partitions' keys compare only at one width: :func:`widen` pads
 the narrower (a cheap copy) without touching the data again, which is what lets each partition
-encode its keys alone, with no pass over the data beforehand.
+encode its keys alone, with no pass over the data beforehand. For the same reason a partition's
+object values are checked only against each other as its keys are made; its keys carry their
+*kinds* (the types of those values, a few words), and where partitions' keys meet (a run, the plan,
+the cuts) :func:`join_kinds` refuses kinds that do not compare (one partition of ints, one of strings).
 """
 
 from __future__ import annotations
@@ -24,17 +27,29 @@ import pandas as pd
 from pandas.api import types as pdt
 
 from ..engine import host
-from .errors import UnsupportedType, UnsupportedValue
+from .errors import Incomparable, UnsupportedType, UnsupportedValue
 
-__all__ = ["KeySpec", "column", "common_widths", "encode_keys", "normalize", "string_columns", "string_widths", "unordered", "widen"]
+__all__ = [
+    "KeySpec",
+    "column",
+    "common_widths",
+    "encode_keys",
+    "join_kinds",
+    "normalize",
+    "string_columns",
+    "string_widths",
+    "unordered",
+    "widen",
+]
 
 NA_POSITIONS = ("last", "first")
 
 
-def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool) -> np.ndarray:
+def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool, buffers=None) -> np.ndarray:
     """One column as byte rows: a missing-value byte, then the value's order-preserving bytes
     (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
-    descending, the missing-value byte never, so missing values stay last/first both ways)."""
+    descending, the missing-value byte never, so missing values stay last/first both ways).
+    ``buffers``: a string column's :func:`_value_buffers` where the caller has read them already."""
     n = len(s)
     if isinstance(s.dtype, pd.ArrowDtype):
         s = _from_arrow(s)
@@ -65,7 +80,7 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         if nan.any():
             v[nan] = np.iinfo(v.dtype).max if _nan_high(dtype, descending, na_first) else 0
     elif _is_string(s):
-        data, offsets = _value_buffers(s)
+        data, offsets, _ = buffers or _value_buffers(s)
         width = max(int(width or 0), 1)
         # UTF-8 bytes (an object column's numbers: bytes of their own) compare like the code points
         # that Python and pandas compare; NUL pads. The byte length follows (big-endian), so "a"
@@ -213,10 +228,12 @@ def _decimal_bytes(s: pd.Series) -> np.ndarray:
 
 
 def _value_buffers(s: pd.Series):
-    """A string column's value bytes: ``(data uint8, offsets int64)``, row ``i`` being
-    ``data[offsets[i]:offsets[i + 1]]``; missing values empty. Arrow-backed strings (pandas' default
-    string dtype) as Arrow holds them; object columns, and strings stored as Python objects, by
-    :func:`_object_buffers`."""
+    """A string column's value bytes and kinds: ``(data uint8, offsets int64, kinds)``, row ``i``
+    being ``data[offsets[i]:offsets[i + 1]]``, missing values empty; ``kinds`` the types of its
+    values, as :func:`join_kinds` compares them across partitions (``("str",)``, ``("bytes",)``,
+    an object column's numbers' types; ``()`` where it holds no value). Arrow-backed strings
+    (pandas' default string dtype) as Arrow holds them; object columns, and strings stored as
+    Python objects, by :func:`_object_buffers`."""
     import pyarrow as pa
 
     arr = None
@@ -225,7 +242,10 @@ def _value_buffers(s: pd.Series):
             arr = pa.chunked_array(pa.array(s.array)).combine_chunks()
         except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError, UnicodeEncodeError):  # Python strings: a lone surrogate
             arr = None
-    return _object_buffers(s) if arr is None else _arrow_buffers(arr)
+    if arr is None:
+        return _object_buffers(s)
+    binary = pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)
+    return (*_arrow_buffers(arr), () if arr.null_count == len(arr) else ("bytes",) if binary else ("str",))
 
 
 def _arrow_buffers(arr):
@@ -244,12 +264,14 @@ def _arrow_buffers(arr):
 
 
 NUMBERS = (int, float, np.integer, np.floating, np.bool_)  # Python's bool is an int: 0 and 1, as it compares them
+# the kinds of an object column of numbers, by what pandas' infer_dtype says of it (else its values' types)
+NUMBER_KINDS = {"integer": ("int",), "floating": ("float",), "mixed-integer-float": ("int", "float"), "boolean": ("bool",)}
 NUMBER_BYTES = 10  # an object column's number: the nearest float64's word (8), then the int's distance from it (2)
 
 
 def _object_buffers(s: pd.Series):
     """An object column's values (or Python-stored strings) as bytes that order them as Python
-    compares them, ``(data, offsets)`` as :func:`_value_buffers` gives them, missing values empty:
+    compares them, ``(data, offsets, kinds)`` as :func:`_value_buffers` gives them, missing values empty:
     strings as UTF-8, lone surrogates kept (``surrogatepass``: their bytes lie between those of
     U+D7FF and U+E000, in code point order); bytes as they are; numbers (ints, floats and bools,
     Python's or NumPy's) as :func:`_number_bytes`. Values of any other type, or of types that do not
@@ -268,13 +290,14 @@ def _object_buffers(s: pd.Series):
             arr = pa.array(values, mask=na, type=pa.large_string() if kind == "string" else pa.large_binary())
         except UnicodeEncodeError:  # a lone surrogate, which UTF-8 proper has no bytes for
             arr = pa.array([None if m else v.encode("utf-8", "surrogatepass") for v, m in zip(values, na)], type=pa.large_binary())
-        return _arrow_buffers(arr)
+        return (*_arrow_buffers(arr), ("str",) if kind == "string" else ("bytes",))
     if kind == "empty":  # no values
-        return np.empty(0, np.uint8), np.zeros(len(s) + 1, np.int64)
-    if kind in ("integer", "floating", "mixed-integer-float", "boolean") or all(isinstance(v, NUMBERS) for v in present):
+        return np.empty(0, np.uint8), np.zeros(len(s) + 1, np.int64), ()
+    found = None if kind in NUMBER_KINDS else dict.fromkeys(map(type, present))
+    if found is None or all(issubclass(t, NUMBERS) for t in found):
         rows = _number_bytes(present, s.name)
-        return rows.reshape(-1), np.concatenate([[0], np.cumsum(np.where(na, 0, NUMBER_BYTES))])
-    found = dict.fromkeys(map(type, present))
+        kinds = NUMBER_KINDS[kind] if found is None else tuple(t.__name__ for t in found)
+        return rows.reshape(-1), np.concatenate([[0], np.cumsum(np.where(na, 0, NUMBER_BYTES))]), kinds
     other = [t.__name__ for t in found if not issubclass(t, (str, bytes, *NUMBERS))]
     if other:
         raise UnsupportedType(
@@ -282,7 +305,7 @@ def _object_buffers(s: pd.Series):
             "bytes or numbers: give it a dtype (astype) first"
         )
     names = ", ".join(t.__name__ for t in found)
-    raise UnsupportedType(f"cannot sort by column {s.name!r}: it holds values of types {names}, which do not compare with each other")
+    raise Incomparable(f"cannot sort by column {s.name!r}: it holds values of types {names}, which do not compare with each other")
 
 
 def _number_bytes(values: np.ndarray, name) -> np.ndarray:
@@ -346,9 +369,13 @@ def string_widths(df, by) -> dict:
     for c in by:
         s = column(df, c)
         if _is_string(s):
-            _, offsets = _value_buffers(s)
-            out[c] = max(int(np.diff(offsets).max()) if len(offsets) > 1 else 0, 1)
+            out[c] = _widest(_value_buffers(s)[1])
     return out
+
+
+def _widest(offsets) -> int:
+    """The widest value (bytes; at least 1) of a string column's :func:`_value_buffers` offsets."""
+    return max(int(np.diff(offsets).max()) if len(offsets) > 1 else 0, 1)
 
 
 def string_columns(meta: pd.DataFrame, by) -> list:
@@ -396,10 +423,25 @@ class KeySpec:
 
     def encode(self, df, widths=None) -> tuple[np.ndarray, tuple]:
         """``(keys, widths)``: the partition's keys as byte rows, at ``widths`` (default its own)."""
-        widths = tuple(widths) if widths is not None else self.widths(df)
+        keys, widths, _ = self.encode_part(df, widths)
+        return keys, widths
+
+    def encode_part(self, df, widths=None) -> tuple[np.ndarray, tuple, tuple]:
+        """``(keys, widths, kinds)``: :meth:`encode`'s, and per column the types of its values (a
+        string or object column's, :func:`_value_buffers`; ``()`` for the others), which
+        :func:`join_kinds` checks where partitions meet. Found as the keys are made: each string
+        column's values are read once, for its width, its kinds and its keys."""
         na_first = self.na_position == "first"
-        cols = [_column_key(column(df, c), w, not a, na_first) for c, a, w in zip(self.by, self.ascending, widths)]
-        return (cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)), widths
+        given = None if widths is None else tuple(widths)
+        cols, own, kinds = [], [], []
+        for i, (c, a, st) in enumerate(zip(self.by, self.ascending, self.strings)):
+            s = column(df, c)
+            buffers = _value_buffers(s) if st and _is_string(s) else None
+            own.append(_widest(buffers[1]) if buffers else 0)
+            kinds.append(buffers[2] if buffers else ())
+            cols.append(_column_key(s, own[-1] if given is None else given[i], not a, na_first, buffers))
+        keys = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
+        return keys, tuple(own) if given is None else given, tuple(kinds)
 
     def words(self, df) -> np.ndarray:
         """The partition's keys as one uint64 per row whose ascending order is the wanted order
@@ -431,6 +473,28 @@ def common_widths(all_widths) -> tuple:
     """The widths at which keys of every one of ``all_widths`` compare: the widest of each column."""
     all_widths = [tuple(w) for w in all_widths]
     return tuple(int(max(c)) for c in zip(*all_widths)) if all_widths else ()
+
+
+def join_kinds(spec: KeySpec, all_kinds) -> tuple:
+    """The kinds of several parts' keys (:meth:`KeySpec.encode_part`'s, or a join's; ``()``: keys
+    with no string or object column) as one: per column, the types met, in the order met. Each
+    part's keys are in order alone, but where one part of a column holds numbers and another
+    strings (or bytes), they do not compare, and pandas' sort of the parts together refuses them:
+    refused here too, with an :class:`Incomparable` naming the column and the types, where the
+    parts meet (a run of several partitions, the plan, the cuts). Empty and all-missing parts have
+    no kinds; numbers of any type compare with each other."""
+    joined = [dict() for _ in spec.by]
+    for kinds in all_kinds:
+        for met, names in zip(joined, kinds):
+            met.update(dict.fromkeys(names))
+    for c, met in zip(spec.by, joined):
+        if len({n if n in ("str", "bytes") else "number" for n in met}) > 1:
+            *most, last = met
+            raise Incomparable(
+                f"cannot sort by column {c!r}: its partitions hold values of types {', '.join(most)} and {last}, "
+                "which do not compare with each other"
+            )
+    return tuple(tuple(met) for met in joined)
 
 
 def widen(spec: KeySpec, keys: np.ndarray, have, want) -> np.ndarray:

@@ -23,11 +23,13 @@ from .frame_keys import KeySpec
 
 @dataclass
 class Sorted:
-    """One table sorted by its keys: its rows (an Arrow table) and their keys, in the same order."""
+    """One table sorted by its keys: its rows (an Arrow table) and their keys, in the same order;
+    the keys' string widths and kinds (:meth:`~dsort.core.frame_keys.KeySpec.encode_part`)."""
 
     table: object
     keys: np.ndarray
     widths: tuple
+    kinds: tuple
 
 
 def key_frame(table, by):
@@ -91,11 +93,11 @@ def sort_part(table, spec: KeySpec, device=None) -> Sorted:
     spec says so (:attr:`KeySpec.word`: the caller knows the one key column holds no nulls) and
     the sort is on the host, else by byte rows."""
     if spec.word and device is None:
-        keys, widths = spec.words(key_frame(table, spec.by)), (0,)
+        keys, widths, kinds = spec.words(key_frame(table, spec.by)), (0,), ()
     else:
-        keys, widths = spec.encode(key_frame(table, spec.by))
+        keys, widths, kinds = spec.encode_part(key_frame(table, spec.by))
     order = FC._argsort(keys, device)
-    return Sorted(take(table, order), engines.take_rows(keys, order), widths)
+    return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds)
 
 
 def piece(spec: KeySpec, part: Sorted, p: FC.Plan, cut, t: int, q: int):
