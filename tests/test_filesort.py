@@ -115,10 +115,11 @@ def test_cuts_settled_by_the_merges_are_the_cuts_tasks(tmp_path, rng, trial, eng
         rows = [r if gpu is None else chunk.on_gpu(r) for r in rows]
         runs = [s.put(i, r, sample=k[::spacing].copy()) for i, (r, k) in enumerate(zip(rows, every))]
         assert {r.tier for r in runs} == {"host" if gpu is None else "device"}
+        lay = R.Layout(8, 8, dtype)
         job = SimpleNamespace(
-            range_rows=range_rows, spacing=spacing, layout=R.Layout(8, 8, dtype), store=store, descending=descending,
-            na_position=na_position, gpu=False, recovery=lambda gpu: None,
+            range_rows=range_rows, spacing=spacing, layout=lay, store=store, descending=descending, na_position=na_position
         )
+        job.gpu, job.recovery = False, lambda gpu: None
         exact, bare = filesort.cut_runs(job, runs)
         windowed, _ = filesort.cut_runs(job, runs, settle_later=True)
         np.testing.assert_array_equal(filesort.range_starts(windowed), filesort.range_starts(exact))
