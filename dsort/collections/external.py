@@ -154,7 +154,7 @@ def run_chunk(job: ArrayJob, i: int, keys, values, starts) -> R.Run:
 def cuts(job: ArrayJob, *runs):
     """The exact cuts of the runs (or a first pass's chains: their tasks' results)."""
     watch = F.Stopwatch()
-    got = F.cut_runs(job.final(), [F.handle(r) for r in runs], watch, settle_later=not job.store.local)
+    got = F.cut_runs(job.final(), [F.handle(r) for r in runs], watch, settle_later=True)
     report_stages("cuts", watch)
     return got
 
@@ -626,7 +626,7 @@ def fixed_cuts(job: FixedFrameJob, *runs):
     runs = [F.handle(r) for r in runs]  # runs, or a first pass's chains
     out_sizes = plan.balanced(sum(r.rows for r in runs), job.partitions)
     final = replace(job.final(), range_rows=plan.group_sums(out_sizes, job.starts))
-    cut = F.cut_runs(final, list(runs), watch, settle_later=not job.store.local)
+    cut = F.cut_runs(final, list(runs), watch, settle_later=True)
     report_stages("cuts", watch)
     return cut
 

@@ -301,9 +301,9 @@ def cut_runs(job, runs, watch: Stopwatch | None = None, settle_later: bool = Fal
     """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
     the runs' handles without their samples (what the merges need). ``job``: anything with
     ``range_rows``, ``spacing``, ``layout``, ``store``, ``descending`` and ``na_position``;
-    ``watch`` times its stages. ``settle_later``: only the windows of the cuts (a
-    :class:`Windowed`, in place of the rows), each merge settling its own (:func:`merge_rows`);
-    for runs that every worker reads as it is (not on another host's disk)."""
+    ``watch`` times its stages. ``settle_later`` (the merges read through :func:`merge_rows`):
+    where every worker reads the runs in place (one host's; not ``job.store.local``), only the
+    windows of the cuts (a :class:`Windowed`, in place of the rows), each merge settling its own."""
     watch = watch or Stopwatch()
     sizes = [r.rows for r in runs]
     targets = plan.interior_targets(job.range_rows)
@@ -313,7 +313,7 @@ def cut_runs(job, runs, watch: Stopwatch | None = None, settle_later: bool = Fal
         watch.lap("samples")
         lo, hi = plan.windows(samples, sizes, job.spacing, targets, job.descending, job.na_position)
         watch.lap("windows")
-        if settle_later:
+        if settle_later and not job.store.local:
             return Windowed(sizes, lo, hi, targets), [R.bare(r) for r in runs]
         # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
         window_keys = read_windows(store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q)))
@@ -392,7 +392,6 @@ def read_windows(store, layout, runs, lo, hi, recover=None):
             out[t][q] = k
         return out
     kb = layout.key_bytes
-    keys_of = R.Layout(kb, kb, layout.dtype).keys  # the key bytes gathered: whole rows of this layout
     lengths = np.maximum(np.asarray(hi, np.int64) - np.asarray(lo, np.int64), 0)
     per_run = [store.gather(r, lo[:, q], hi[:, q], kb) for q, r in enumerate(runs)]
     rest = [(q, t) for q, g in enumerate(per_run) if g is None for t in range(lo.shape[0]) if lengths[t, q]]
@@ -404,7 +403,15 @@ def read_windows(store, layout, runs, lo, hi, recover=None):
             parts = [np.ascontiguousarray(x[:, :kb]) for x in got[at : at + n]]
             per_run[q] = np.concatenate(parts) if parts else np.empty((0, kb), np.uint8)
             at += n
-    return plan.Windows.from_runs([keys_of(np.ascontiguousarray(g)) for g in per_run], lengths)
+    return _key_windows(layout, [np.ascontiguousarray(g) for g in per_run], lengths)
+
+
+def _key_windows(layout, per_run, lengths):
+    """The :class:`~dsort.core.plan.Windows` of each run's windows' key bytes (``per_run[q]``: run
+    ``q``'s, joined cut by cut, C-contiguous) as ``layout``'s keys."""
+    kb = layout.key_bytes
+    keys_of = R.Layout(kb, kb, layout.dtype).keys  # the key bytes gathered: whole rows of this layout
+    return plan.Windows.from_runs([keys_of(g) for g in per_run], lengths)
 
 
 def settled_slices(job, cut, t: int, gpu=None, recover=None) -> tuple:
@@ -425,9 +432,8 @@ def settled_slices(job, cut, t: int, gpu=None, recover=None) -> tuple:
     kb = job.layout.key_bytes
     parts = [got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb] for q in range(len(runs)) for i in range(len(inner)) if lengths[i, q]]
     joined = dev.to_host(engines.get(parts[0]).concatenate(parts)) if parts else np.empty((0, kb), np.uint8)
-    keys_of = R.Layout(kb, kb, job.layout.dtype).keys
     ends = np.cumsum(lengths.sum(axis=0))
-    windows = plan.Windows.from_runs([keys_of(joined[e - n : e]) for e, n in zip(ends, lengths.sum(axis=0))], lengths)
+    windows = _key_windows(job.layout, [joined[e - n : e] for e, n in zip(ends, lengths.sum(axis=0))], lengths)
     exact = plan.exact_cuts(windows, lo, w.targets[inner], job.descending, job.na_position)
     lower = np.zeros_like(w.sizes) if t == 0 else exact[0]
     upper = w.sizes if t == len(w.targets) else exact[-1]
