@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from .conftest import HAS_GPU
 from .frame_cases import built_by_dsort, reference
 from dsort.core.errors import Incomparable, UnsupportedType
 from dsort.core.frame_keys import KeySpec, encode_keys, join_kinds
@@ -546,3 +547,42 @@ def test_object_key_of_other_values_with_divisions_goes_to_dask(rng):
         theirs = dask_method(dd.DataFrame, "set_index")(ddf, "k", divisions=divisions)
     assert not built_by_dsort(ours) and ours.divisions == theirs.divisions
     pd.testing.assert_frame_equal(ours.compute(scheduler="sync"), theirs.compute(scheduler="sync"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+def test_object_keys_sorted_on_the_gpu(rng, strategy, tmp_path):
+    """``device="gpu"`` (the keys made on the host, sorted on the GPU; the rows follow on the host)
+    with an object key of strings, duplicates, missing values and an empty partition among them:
+    pandas' stable sort, both ways, the values kept; set_index at string divisions alike. Partitions
+    of kinds that do not compare (ints, strings) refused where they meet, and int divisions on the
+    string key at the compute (the first task that meets both), on the GPU path as on the host's."""
+    n = 3000
+    keys = _objects([f"v{x:03d}" for x in rng.integers(0, 200, n)])
+    keys[rng.random(n) < 0.05] = None
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(pd.DataFrame({"k": keys, "row": np.arange(n)}), "empty")
+        df = ddf.compute(scheduler="sync")
+        for ascending, na_position in [(True, "last"), (False, "first")]:
+            out = sort_values(
+                ddf, "k", ascending=ascending, na_position=na_position, device="gpu", strategy=strategy, local_directory=tmp_path
+            )
+            got = out.compute(scheduler="threads")
+            expected = df.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")
+            assert got["row"].tolist() == expected["row"].tolist() and got["k"].dtype == object and _same(got["k"], expected["k"])
+        mixed, whole = _partitions([3, 1, 2], [], ["b", "a"], [None, "c", "a"])
+        with pytest.raises(TypeError):  # pandas' own refusal
+            whole.sort_values("k", kind="stable")
+        message = r"^cannot sort by column 'k': its partitions hold values of types int and str, which do not compare with each other$"
+        with pytest.raises(Incomparable, match=message):
+            sort_values(mixed, "k", device="gpu", strategy=strategy, local_directory=tmp_path).compute(scheduler="threads")
+        if strategy == "memory":  # set_index sorts in memory
+            divisions = ["v050", "v100", "v150"]
+            out = set_index(ddf, "k", divisions=divisions, device="gpu")
+            parts = dask.compute(*out.to_delayed(), scheduler="threads")  # each part's index as it is (pandas' concat may infer str)
+            expected = df.sort_values("k", kind="stable")
+            assert out.divisions == tuple(divisions) and [r for p in parts for r in p["row"]] == expected["row"].tolist()
+            assert all(v >= divisions[1] for v in parts[1].index if v is not None) and all(v < divisions[1] for v in parts[0].index)
+            with pytest.raises(Incomparable, match=r"^cannot sort by column 'k' at divisions \[50, 100\]: they hold values of type int, "):
+                dask.compute(*set_index(ddf, "k", divisions=[50, 100], device="gpu").to_delayed(), scheduler="threads")
