@@ -10,8 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from .frame_cases import reference
-from dsort.core.errors import UnsupportedType
+from .conftest import HAS_GPU
+from .frame_cases import built_by_dsort, reference
+from dsort.core.errors import Incomparable, UnsupportedType
 from dsort.core.frame_keys import KeySpec, encode_keys, join_kinds
 from dsort.dataframe import set_index, sort_series, sort_values
 
@@ -346,3 +347,242 @@ def test_kinds_of_a_partition_and_their_join():
     assert join_kinds(spec, [(("int",), ()), ((), ()), (("float", "int"), ()), ()]) == (("int", "float"), ())
     with pytest.raises(UnsupportedType, match=r"^cannot sort by column 'k': its partitions hold values of types int, float and bytes, "):
         join_kinds(spec, [(("int", "float"), ()), ((), ()), (("bytes",), ())])
+
+
+def _no_compute(*args, **kwargs):
+    raise AssertionError("a task ran while the graph was built")
+
+
+def _objects(values) -> pd.Series:
+    k = np.empty(len(values), dtype=object)
+    k[:] = values
+    return pd.Series(k, dtype=object)
+
+
+def _key(rng, kind, n):
+    """A key column of ``kind`` with many duplicates (values drawn from a few dozen)."""
+    v = rng.integers(0, 30, n)
+    return {
+        "int": lambda: v,
+        "float": lambda: v.astype(np.float64),
+        "bool": lambda: v % 2 == 0,
+        "object str": lambda: _objects([f"v{x:02d}" for x in v]),
+        "object int": lambda: _objects(v.tolist()),
+        "str": lambda: pd.Series([f"v{x:02d}" for x in v], dtype="str"),
+        "string[pyarrow]": lambda: pd.Series([f"v{x:02d}" for x in v], dtype="string[pyarrow]"),
+        "string[python]": lambda: pd.Series([f"v{x:02d}" for x in v], dtype="string[python]"),
+        "arrow string": lambda: pd.Series([f"v{x:02d}" for x in v], dtype=pd.ArrowDtype(pa.string())),
+        "categorical": lambda: pd.Series(
+            pd.Categorical([f"v{x:02d}" for x in v], categories=[f"v{x:02d}" for x in range(30)], ordered=True)
+        ),
+        "datetime": lambda: pd.Series(pd.to_datetime(v, unit="D")),
+        "timedelta": lambda: pd.Series(pd.to_timedelta(v, unit="h")),
+    }[kind]()
+
+
+# (key kind, divisions of another kind, the divisions' types, the column's values as the message names them,
+# whether the key's dtype decides at the call: an object key's values are known only as its keys are made)
+OTHER_KINDS = [
+    ("int", ["0", "10", "29"], "type str", r"values \(int64\)", True),
+    ("int", ["a", "m", "z"], "type str", r"values \(int64\)", True),
+    ("float", [pd.Timestamp(0), pd.Timestamp(1)], "type Timestamp", r"values \(float64\)", True),
+    ("bool", ["False", "True"], "type str", r"values \(bool\)", True),
+    ("str", [0, 10, 29], "type int", r"values \(str\)", True),
+    ("string[pyarrow]", [0, 10, 29], "type int", r"values \(string\)", True),
+    ("string[python]", [np.int64(0), np.int64(29)], "type int64", r"values \(string\)", True),
+    ("arrow string", [0.5, 10.5], "type float", r"values \(string\[pyarrow\]\)", True),
+    ("categorical", [0, 10, 29], "type int", r"values \(category\)", True),
+    ("datetime", ["a", "b", "c"], "type str", r"values \(datetime64\[\w+\]\), nor parse as them \(.*\)", True),
+    ("datetime", ["2021-01-01", "2021-13-45"], "type str", r"values \(datetime64\[\w+\]\), nor parse as them \(.*\)", True),
+    ("datetime", [0, 10, 29], "type int", r"values \(datetime64\[\w+\]\)", True),
+    ("datetime", [pd.Timedelta(0), pd.Timedelta(1)], "type Timedelta", r"values \(datetime64\[\w+\]\)", True),
+    ("timedelta", [0, 10, 29], "type int", r"values \(timedelta64\[\w+\]\)", True),
+    ("object str", [0, 10, 29], "type int", r"values of type str", False),
+    ("object str", [0, 29], "type int", r"values of type str", False),  # one partition: its bounds alone
+    ("object str", [b"v00", b"v29"], "type bytes", r"values of type str", False),
+    ("object int", ["0", "10", "29"], "type str", r"values of types? int", False),
+    ("object int", ["a", "z"], "type str", r"values of types? int", False),
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind,divisions,types,theirs,at_call", OTHER_KINDS, ids=[f"{k}-{i}" for i, (k, *_) in enumerate(OTHER_KINDS)])
+def test_divisions_of_another_kind_are_refused(rng, kind, divisions, types, theirs, at_call, layout):
+    """set_index(col, divisions=[...]) with divisions whose values do not compare with the key's
+    (strings on an int key, ints on a string or datetime one, strings that are no dates): refused
+    with one line naming the column, the divisions and both types (a TypeError, as dask's own
+    raises at its compute, naming nothing, where it does: the next test), rather than cut where the
+    user did not say (dsort took ``["0", "10"]`` on an int key as ``[0, 10]``, ints on a string key
+    as their strings).
+    Where the key's dtype decides, at the call, running nothing (lazy, as dask builds it); an
+    object key's values are known only as its partitions' keys are made: at the compute, from the
+    first task that meets both. The drop-in raises it too, rather than hand the call to dask."""
+    import dsort
+
+    n = 200
+    df = pd.DataFrame({"k": _key(rng, kind, n), "row": np.arange(n)})
+    message = rf"^cannot sort by column 'k' at divisions .*: they hold values of {types}, which do not compare with the column's {theirs}$"
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(df, layout)
+        for how in ("set_index", "drop-in"):
+            with pytest.raises(Incomparable, match=message) as e:
+                with dask.config.set(scheduler=_no_compute if at_call else "sync"):
+                    if how == "set_index":
+                        out = set_index(ddf, "k", divisions=divisions)
+                    else:
+                        with dsort.enabled():
+                            out = ddf.set_index("k", divisions=divisions)
+                assert not at_call, "built"
+                assert built_by_dsort(out)
+                dask.compute(*out.to_delayed(), scheduler="sync")
+            assert "\n" not in str(e.value)
+
+
+DAYS = ["1970-01-01", "1970-01-10", "1970-02-01"]
+# (key kind, divisions that compare with its values, the divisions the result must have where not the same values)
+SAME_KINDS = [
+    ("int", [0, 10, 29], None),
+    ("int", [np.int64(-5), np.int64(3), np.int64(12)], None),
+    ("int", [0, 5.0, 40], None),
+    ("float", [0, 10, 29], None),
+    ("float", [np.int32(2), 7.5, np.float32(20.5)], None),
+    ("bool", [False, True], None),
+    ("object str", ["v00", "v10", "v29"], None),
+    ("object str", ["a", "v05", "v05a", "z"], None),
+    ("object int", [0, 10, 29], None),
+    ("object int", [True, np.int64(2), 5.5, 40], None),
+    ("str", ["v00", "v10", "v29"], None),
+    ("string[pyarrow]", ["v03", "v17"], None),
+    ("string[python]", ["v00", "v10", "v29"], None),
+    ("arrow string", ["v00", "v10", "v29"], None),
+    ("categorical", ["v00", "v10", "v29"], None),
+    ("datetime", [pd.Timestamp(0), pd.Timestamp("1970-01-10"), pd.Timestamp("1970-02-01")], None),
+    ("datetime", [np.datetime64("1970-01-02"), np.datetime64("1970-01-20")], None),
+    ("datetime", DAYS, [pd.Timestamp(d) for d in DAYS]),
+    ("timedelta", [pd.Timedelta(0), pd.Timedelta(hours=10), pd.Timedelta(hours=29)], None),
+]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("kind,divisions,want", SAME_KINDS, ids=[f"{k}-{i}" for i, (k, *_) in enumerate(SAME_KINDS)])
+def test_divisions_that_compare_cut_as_pandas_orders(rng, kind, divisions, want, layout):
+    """Divisions whose values compare with the key's (numbers of any type on a number key, strings
+    on a string key of any dtype, timestamps or date strings on a datetime key): built lazily, the
+    result's divisions the user's values, its rows pandas' stable sort, each partition's keys in
+    ``[d_i, d_i+1)`` (below the first in the first, above the last in the last); the drop-in's alike."""
+    import dsort
+
+    n = 200
+    df = pd.DataFrame({"k": _key(rng, kind, n), "row": np.arange(n)})
+    want = divisions if want is None else want
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(df, layout)
+        df = ddf.compute(scheduler="sync")
+        expected = df.sort_values("k", kind="stable")
+        with dask.config.set(scheduler=_no_compute):
+            outs = [set_index(ddf, "k", divisions=divisions)]
+            with dsort.enabled():
+                outs.append(ddf.set_index("k", divisions=divisions))
+        for out in outs:
+            assert built_by_dsort(out) and len(out.divisions) == len(want)
+            assert all(a == b for a, b in zip(out.divisions, want)), out.divisions
+            parts = dask.compute(*out.to_delayed(), scheduler="sync")  # each part's index as it is (pandas' concat may infer str)
+            assert [r for p in parts for r in p["row"]] == expected["row"].tolist()
+            assert [v for p in parts for v in p.index] == expected["k"].tolist()
+            for i, p in enumerate(parts):
+                if len(p) and i:
+                    assert p.index.min() >= out.divisions[i], (i, p.index.min())
+                if len(p) and i < len(parts) - 1:
+                    assert p.index.max() < out.divisions[i + 1], (i, p.index.max())
+
+
+@pytest.mark.parametrize(
+    "kind,divisions,layout",
+    [("int", ["0", "10", "29"], "three"), ("object str", [0, 29], "empty"), ("float", [pd.Timestamp(0), pd.Timestamp(1)], "one")]
+    + [("timedelta", [0, 10, 29], "three")],
+)
+def test_dasks_own_set_index_of_divisions_of_another_kind(rng, kind, divisions, layout):
+    """Why the drop-in does not hand such calls to dask: dask's own set_index takes them at the
+    call (lazy), then fails at the compute with pandas' TypeError, naming no column; or, where no
+    row meets a division (one input partition, one output) or pandas compares them after all (ints
+    with durations, as their ticks), gives a result whose divisions are the user's values, of
+    another kind than its index's. dsort's refusal: at the call, an :class:`Incomparable` (a
+    TypeError) that names the column and the types; at the compute for an object key."""
+    import dsort
+    from dsort.collections.indexing import dask_method
+
+    n = 200
+    df = pd.DataFrame({"k": _key(rng, kind, n), "row": np.arange(n)})
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(df, layout)
+        theirs = dask_method(dd.DataFrame, "set_index")(ddf, "k", divisions=divisions)
+        try:
+            got = theirs.compute(scheduler="sync")
+        except TypeError as e:
+            assert "'k'" not in str(e)
+        else:
+            assert theirs.divisions == tuple(divisions) and len(got) == len(ddf)
+            assert pd.Series(divisions).dtype != got.index.dtype  # not values of the index's dtype
+        with dsort.enabled(), pytest.raises(Incomparable, match=r"^cannot sort by column 'k' at divisions "):
+            dask.compute(*ddf.set_index("k", divisions=divisions).to_delayed(), scheduler="sync")
+
+
+def test_object_key_of_other_values_with_divisions_goes_to_dask(rng):
+    """An object key's divisions of values dsort does not sort there (timestamps: it sorts objects
+    that are strings, bytes or numbers) are refused at the call as unsupported, which the drop-in
+    hands to dask's own set_index: dask's answer, as without dsort."""
+    import dsort
+    from dsort.collections.indexing import dask_method
+
+    n = 120
+    times = _objects(list(pd.to_datetime(rng.integers(0, 30, n), unit="D")))
+    df = pd.DataFrame({"k": times, "row": np.arange(n)})
+    divisions = [pd.Timestamp(0), pd.Timestamp("1970-01-10"), pd.Timestamp("1970-02-01")]
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(df, "empty")
+        with pytest.raises(UnsupportedType, match="dsort sorts an object column 'k' of strings, bytes or numbers"):
+            set_index(ddf, "k", divisions=divisions)
+        with dsort.enabled():
+            ours = ddf.set_index("k", divisions=divisions)
+        theirs = dask_method(dd.DataFrame, "set_index")(ddf, "k", divisions=divisions)
+    assert not built_by_dsort(ours) and ours.divisions == theirs.divisions
+    pd.testing.assert_frame_equal(ours.compute(scheduler="sync"), theirs.compute(scheduler="sync"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
+@pytest.mark.parametrize("strategy", ["memory", "external"])
+def test_object_keys_sorted_on_the_gpu(rng, strategy, tmp_path):
+    """``device="gpu"`` (the keys made on the host, sorted on the GPU; the rows follow on the host)
+    with an object key of strings, duplicates, missing values and an empty partition among them:
+    pandas' stable sort, both ways, the values kept; set_index at string divisions alike. Partitions
+    of kinds that do not compare (ints, strings) refused where they meet, and int divisions on the
+    string key at the compute (the first task that meets both), on the GPU path as on the host's."""
+    n = 3000
+    keys = _objects([f"v{x:03d}" for x in rng.integers(0, 200, n)])
+    keys[rng.random(n) < 0.05] = None
+    with dask.config.set({"dataframe.convert-string": False}):
+        ddf = _dask(pd.DataFrame({"k": keys, "row": np.arange(n)}), "empty")
+        df = ddf.compute(scheduler="sync")
+        for ascending, na_position in [(True, "last"), (False, "first")]:
+            out = sort_values(
+                ddf, "k", ascending=ascending, na_position=na_position, device="gpu", strategy=strategy, local_directory=tmp_path
+            )
+            got = out.compute(scheduler="threads")
+            expected = df.sort_values("k", ascending=ascending, na_position=na_position, kind="stable")
+            assert got["row"].tolist() == expected["row"].tolist() and got["k"].dtype == object and _same(got["k"], expected["k"])
+        mixed, whole = _partitions([3, 1, 2], [], ["b", "a"], [None, "c", "a"])
+        with pytest.raises(TypeError):  # pandas' own refusal
+            whole.sort_values("k", kind="stable")
+        message = r"^cannot sort by column 'k': its partitions hold values of types int and str, which do not compare with each other$"
+        with pytest.raises(Incomparable, match=message):
+            sort_values(mixed, "k", device="gpu", strategy=strategy, local_directory=tmp_path).compute(scheduler="threads")
+        if strategy == "memory":  # set_index sorts in memory
+            divisions = ["v050", "v100", "v150"]
+            out = set_index(ddf, "k", divisions=divisions, device="gpu")
+            parts = dask.compute(*out.to_delayed(), scheduler="threads")  # each part's index as it is (pandas' concat may infer str)
+            expected = df.sort_values("k", kind="stable")
+            assert out.divisions == tuple(divisions) and [r for p in parts for r in p["row"]] == expected["row"].tolist()
+            assert all(v >= divisions[1] for v in parts[1].index if v is not None) and all(v < divisions[1] for v in parts[0].index)
+            with pytest.raises(Incomparable, match=r"^cannot sort by column 'k' at divisions \[50, 100\]: they hold values of type int, "):
+                dask.compute(*set_index(ddf, "k", divisions=[50, 100], device="gpu").to_delayed(), scheduler="threads")

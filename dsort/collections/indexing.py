@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from ..core import frame_chunk as F
-from ..core.errors import UnsupportedValue
-from ..core.frame_keys import column
+from ..core.errors import Incomparable, UnsupportedType, UnsupportedValue
+from ..core.frame_keys import column, type_names
 from .frame_graph import Graph, grouped_cuts, nonempty_cuts
 from ..core import frame_cudf
 from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
@@ -52,7 +52,10 @@ def set_index(
     ``len(divisions) - 1``): the result is cut exactly at the user's boundaries, partition ``i``
     holding the values in ``[divisions[i], divisions[i + 1])`` (the last one its upper bound too;
     values below the first boundary go to the first partition, above the last to the last: dask
-    puts those below in its last partition), empty partitions kept. ``sorted=True`` (the column is
+    puts those below in its last partition), empty partitions kept; divisions whose values do not
+    compare with the key's (strings on an int key, ints on a string or datetime key) refused with
+    :class:`~dsort.core.errors.Incomparable` at the call, an object key's at the compute (see
+    :func:`_check_kinds` for dask's answer to them, and why). ``sorted=True`` (the column is
     already sorted across the partitions: nothing is moved), ``sort=False`` and ``append=True``
     are dask's own (no sort of dsort's is involved). ``shuffle_method``, ``max_branch``,
     ``upsample``, ``partition_size``: dask's own machinery's knobs, accepted with no effect (as in
@@ -116,7 +119,7 @@ def _set_index_at(df, other, drop, spec, divisions, device):
     outputs = len(divisions) - 1
     g = Graph(df, spec, outputs, False, device, None, every_output=True)
     runs = len(g.sorted)
-    below = g.lazy("below", _below, spec, divisions[1:-1])
+    below = g.lazy("below", _below, spec, divisions)
     rows, sizes = g.lazy_one("at", _user_cuts, runs, outputs, *below)
     out = g.collection(tuple(_python(d) for d in divisions.tolist()), (rows, sizes, scale.merge_groups(outputs, runs)))
     if other not in df.columns:  # the index itself: sorted, and kept as the index
@@ -134,14 +137,131 @@ def _user_cuts(runs: int, outputs: int, *below):
 
 def _as_key_values(divisions, dtype, other) -> pd.Series:
     """The user's divisions as values of the key's dtype (``"2021-01-02"`` on a datetime key is
-    that day's timestamp); ones that are not: refused (dask's own set_index may take them)."""
+    that day's timestamp, as pandas' datetime index takes a string in ``loc``); ones that do not
+    compare with the key's values (:func:`_check_kinds`) refused with :class:`Incomparable`, others
+    that are not values of its dtype (``0.5`` on an int key) with :class:`UnsupportedValue`, which
+    the drop-in hands to dask's own set_index (it may take them)."""
+    given = list(divisions)
+    family = _check_kinds(given, dtype, other)
     try:
-        values = pd.Series(list(divisions), dtype=dtype)
+        values = pd.Series(given, dtype=dtype)
     except (TypeError, ValueError) as e:
-        raise UnsupportedValue(f"divisions {list(divisions)!r} are not values of column {other!r} ({dtype}): {e}") from None
+        if family in ("datetime", "timedelta", "time") and any(isinstance(v, str) for v in given):  # a string that is no date
+            strings = [type(v).__name__ for v in given if isinstance(v, str)]
+            raise _incomparable(other, given, strings, f"values ({dtype}), nor parse as them ({e})") from None
+        raise UnsupportedValue(f"divisions {given!r} are not values of column {other!r} ({dtype}): {e}") from None
     if values.isna().any() or not values.is_monotonic_increasing:
         raise UnsupportedValue(f"divisions {list(divisions)!r} are not increasing values of column {other!r} ({dtype})")
     return values
+
+
+# what division values each family of key dtypes compares with (:func:`_family`): numbers with numbers
+# (Python's, NumPy's, bools, decimals), strings with strings, bytes with bytes; a date or time key with
+# its own values and strings that parse as them (pandas' datetime index takes those in loc and searchsorted)
+TAKES = {
+    "number": ("number", "decimal"),
+    "str": ("str",),
+    "bytes": ("bytes",),
+    "datetime": ("datetime", "str"),
+    "timedelta": ("timedelta", "str"),
+    "time": ("time", "str"),
+    "object": ("number", "str", "bytes"),  # what dsort sorts in an object column; which of them: its values say
+}
+
+
+def _check_kinds(given: list, dtype, other) -> str | None:
+    """The family of the key's dtype (:func:`_family`), once the user's divisions are checked
+    against it, before any task runs: values of another kind (strings on an int key, ints on a
+    string or datetime key) refused with :class:`Incomparable`, naming the column, its dtype and
+    the divisions' types. dask's own set_index takes them as they are and fails at the compute, in
+    the task that puts each row in a partition, with pandas' ``TypeError`` (``'<' not supported
+    between instances of 'str' and 'int'``), naming no column; or, where pandas converts, cuts
+    somewhere the user did not say (dsort took ``["1", "5"]`` on an int key as ``[1, 5]``).
+    :class:`Incomparable` is a ``TypeError`` too, raised at the call, and the drop-in does not hand
+    it on. An object key's values are known only as its partitions' keys are made, so divisions of
+    strings, bytes or numbers are checked against them then (:func:`_below`); divisions of other
+    types on an object key are values dsort does not sort there (:class:`UnsupportedType`: dask's
+    own may). Missing divisions are not looked at here (refused after)."""
+    family = _family(dtype)
+    if family is None:
+        return None
+    found = {}
+    for v in given:
+        if not _missing(v):
+            found.setdefault(_value_family(v), []).append(type(v).__name__)
+    wrong = [name for f, names in found.items() if f not in TAKES[family] for name in names]
+    if wrong and family == "object":
+        raise UnsupportedType(
+            f"divisions {given!r} hold values of {type_names(wrong)}: dsort sorts an object column {other!r} of strings, bytes or numbers"
+        )
+    if wrong:
+        raise _incomparable(other, given, wrong, f"values ({dtype})")
+    return family
+
+
+def _incomparable(other, given, types, theirs) -> Incomparable:
+    """The refusal of the user's divisions ``given``, of ``types``, by a key whose values are ``theirs``."""
+    return Incomparable(
+        f"cannot sort by column {other!r} at divisions {given!r}: they hold values of {type_names(types)}, "
+        f"which do not compare with the column's {theirs}"
+    )
+
+
+def _family(dtype) -> str | None:
+    """The kind of values a key dtype holds, as :data:`TAKES` names them; a categorical's, its
+    categories'; None for a dtype that no division is checked against."""
+    import pyarrow as pa
+
+    if isinstance(dtype, pd.CategoricalDtype):
+        return _family(dtype.categories.dtype) if dtype.categories is not None else None
+    if isinstance(dtype, pd.ArrowDtype):
+        t = dtype.pyarrow_dtype
+        kinds = [
+            ("str", (pa.types.is_string, pa.types.is_large_string)),
+            ("bytes", (pa.types.is_binary, pa.types.is_large_binary)),
+            ("number", (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)),
+            ("datetime", (pa.types.is_timestamp, pa.types.is_date)),
+            ("timedelta", (pa.types.is_duration,)),
+            ("time", (pa.types.is_time,)),
+        ]
+        return next((name for name, tests in kinds if any(test(t) for test in tests)), None)
+    if pd.api.types.is_object_dtype(dtype):
+        return "object"
+    if pd.api.types.is_string_dtype(dtype):
+        return "str"
+    if pd.api.types.is_bool_dtype(dtype) or pd.api.types.is_numeric_dtype(dtype):
+        return "number"
+    if pd.api.types.is_datetime64_any_dtype(dtype):
+        return "datetime"
+    if pd.api.types.is_timedelta64_dtype(dtype):
+        return "timedelta"
+    return None
+
+
+def _value_family(v) -> str:
+    """The kind of a division's value, as :data:`TAKES` names them (else its type's name)."""
+    import datetime
+    import decimal
+
+    from ..core.frame_keys import NUMBERS
+
+    kinds = [
+        ("str", str),
+        ("bytes", bytes),
+        ("number", NUMBERS),
+        ("decimal", decimal.Decimal),
+        ("datetime", (datetime.date, np.datetime64)),  # a Timestamp is a datetime, a datetime a date
+        ("timedelta", (datetime.timedelta, np.timedelta64)),
+        ("time", datetime.time),
+    ]
+    return next((name for name, types in kinds if isinstance(v, types)), type(v).__name__)
+
+
+def _missing(v) -> bool:
+    try:
+        return bool(pd.isna(v))
+    except (TypeError, ValueError):  # a value pandas cannot tell (an array): not missing
+        return False
 
 
 def _before_missing(cut, present: int):
@@ -295,19 +415,25 @@ def _ranks(part, plan, q, spec, keys):
     return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
 
 
-def _below(part, plan, q, spec, values):
-    """``(rows of this part before each of values, its rows)``: ``values`` a pandas Series of the
-    key's dtype, encoded as the part's keys are (strings at the wider of theirs and the part's)."""
-    from ..core.frame_keys import widen
+def _below(part, plan, q, spec, divisions):
+    """``(rows of this part before each of the inner divisions, its rows)``: ``divisions`` (all of
+    them) a pandas Series of the key's dtype, encoded as the part's keys are (strings at the wider
+    of theirs and the part's). Where an object key's values (this part's kinds) do not compare with
+    the divisions' (strings and numbers; the outer two count: they are the result's divisions
+    too), refused with :class:`Incomparable`: this is the first task that meets both."""
+    from ..core.frame_keys import comparable, widen
     from ..engine import numpy_engine
 
-    frame = pd.DataFrame({spec.by[0]: values})
+    frame = pd.DataFrame({spec.by[0]: divisions})
     if part.keys.ndim == 1:  # keyed by words
-        mine, probes = part.keys, spec.words(frame)
+        mine, probes = part.keys, spec.words(frame)[1:-1]
     else:
-        own, have = spec.encode(frame)
+        own, have, kinds = spec.encode_part(frame)
+        theirs = part.kinds[0] if part.kinds else ()
+        if not comparable([*theirs, *kinds[0]]):  # an object key: its values' kinds are known only now
+            raise _incomparable(spec.by[0], divisions.tolist(), kinds[0], f"values of {type_names(theirs)}")
         want = tuple(max(a, b) for a, b in zip(have, plan.widths))
-        mine, probes = F.part_keys(spec, part, plan), widen(spec, own, have, want)
+        mine, probes = F.part_keys(spec, part, plan), widen(spec, own[1:-1], have, want)
         mine = widen(spec, mine, plan.widths, want)
     return numpy_engine.searchsorted(mine, probes, "left").tolist(), len(part.frame)
 

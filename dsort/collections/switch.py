@@ -8,8 +8,9 @@ a row, exact divisions, rows outside user divisions kept in the first and last p
 dask's own shuffle knobs (``shuffle_method``, ``upsample``, ``partition_size``, ``**options``) have
 no effect. A call dsort cannot sort (a key type it does not support, frames whose partitions are
 not pandas', such as dask-cudf's) is handed to dask's own method unchanged; but not one whose key's
-values do not compare (numbers and strings: :class:`~dsort.core.errors.Incomparable`), which dask
-cannot sort either: dsort's refusal says why.
+values do not compare (numbers and strings: :class:`~dsort.core.errors.Incomparable`), with each
+other or with the user's divisions, which dask cannot sort either (or cuts at divisions of another
+kind than its index's): dsort's refusal says why.
 
     import dsort
     dsort.enable()              # from now on, in this process

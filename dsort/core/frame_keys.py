@@ -33,11 +33,13 @@ __all__ = [
     "KeySpec",
     "column",
     "common_widths",
+    "comparable",
     "encode_keys",
     "join_kinds",
     "normalize",
     "string_columns",
     "string_widths",
+    "type_names",
     "unordered",
     "widen",
 ]
@@ -488,13 +490,25 @@ def join_kinds(spec: KeySpec, all_kinds) -> tuple:
         for met, names in zip(joined, kinds):
             met.update(dict.fromkeys(names))
     for c, met in zip(spec.by, joined):
-        if len({n if n in ("str", "bytes") else "number" for n in met}) > 1:
-            *most, last = met
+        if not comparable(met):
             raise Incomparable(
-                f"cannot sort by column {c!r}: its partitions hold values of types {', '.join(most)} and {last}, "
-                "which do not compare with each other"
+                f"cannot sort by column {c!r}: its partitions hold values of {type_names(met)}, which do not compare with each other"
             )
     return tuple(tuple(met) for met in joined)
+
+
+def comparable(kinds) -> bool:
+    """Whether values of the types ``kinds`` (a column's kinds, :meth:`KeySpec.encode_part`'s,
+    several parts' or boundaries' together) compare with each other: strings with strings, bytes
+    with bytes, numbers of any type with numbers (what an object column's kinds name); no others."""
+    return len({n if n in ("str", "bytes") else "number" for n in kinds}) <= 1
+
+
+def type_names(names) -> str:
+    """``type int``, ``types int and str``, ``types int, float and str``: each name once, in order,
+    as dsort's refusals of values that do not compare name them."""
+    *most, last = dict.fromkeys(names)
+    return f"types {', '.join(most)} and {last}" if most else f"type {last}"
 
 
 def widen(spec: KeySpec, keys: np.ndarray, have, want) -> np.ndarray:
