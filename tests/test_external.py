@@ -295,7 +295,7 @@ def test_fixed_width_frame_tasks_report_their_stages(tmp_path, rng):
         stages = {k: v for k, v in e.items() if isinstance(v, float)}  # distributed adds the worker's address
         assert all(v >= 0 for v in stages.values())
         # the merges settle their own cuts from the cuts task's windows (one host's runs)
-        wanted = {"run": {"encode", "sort"}, "cuts": {"samples", "windows"}, "merge": {"read runs + settle cuts", "merge", "decode"}}
+        wanted = {"run": {"encode", "sort"}, "cuts": {"samples", "windows"}, "merge": {"read runs", "settle cuts", "merge", "decode"}}
         assert wanted[e["task"]] <= set(stages)
     assert external.report_stages("run", external.F.Stopwatch()) is None  # outside a worker: nothing, no error
 

@@ -414,13 +414,14 @@ def _key_windows(layout, per_run, lengths):
     return plan.Windows.from_runs([keys_of(g) for g in per_run], lengths)
 
 
-def settled_slices(job, cut, t: int, gpu=None, recover=None) -> tuple:
+def settled_slices(job, cut, t: int, gpu=None, recover=None, watch=None) -> tuple:
     """Output range ``t``'s slices of every run where the merge settles its cuts (``cut[0]`` a
     :class:`Windowed`): each run read once, from its window around the range's first cut to the one
     around its last (the slice and the windows at its ends: a few more rows), onto ``gpu`` or into
     host memory; the two cuts made exact from the windows' keys (copied out together), as
     :func:`cut_runs` makes all; the slices cut to them. ``(the range's cut: boundaries (2, runs),
-    the items read (run, lo, hi), the slices: one per run with rows in the range)``."""
+    the items read (run, lo, hi), the slices: one per run with rows in the range)``. ``watch``: its
+    stages "read runs" and "settle cuts" timed."""
     w, runs = cut[0], cut[1]
     inner = [i for i in (t - 1, t) if 0 <= i < len(w.targets)]
     lo, hi = w.lo[inner], w.hi[inner]
@@ -428,6 +429,9 @@ def settled_slices(job, cut, t: int, gpu=None, recover=None) -> tuple:
     end = hi.max(axis=0) if t < len(w.targets) else w.sizes
     items = [(run, first[q], end[q]) for q, run in enumerate(runs) if end[q] > first[q]]
     got = dict(zip([q for q in range(len(runs)) if end[q] > first[q]], R.store(job.store).read_many(items, gpu, recover)))
+    if watch is not None:
+        sync(gpu)
+        watch.lap("read runs")
     lengths = np.maximum(hi - lo, 0)
     kb = job.layout.key_bytes
     parts = [got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb] for q in range(len(runs)) for i in range(len(inner)) if lengths[i, q]]
@@ -438,6 +442,8 @@ def settled_slices(job, cut, t: int, gpu=None, recover=None) -> tuple:
     lower = np.zeros_like(w.sizes) if t == 0 else exact[0]
     upper = w.sizes if t == len(w.targets) else exact[-1]
     slices = [got[q][lower[q] - first[q] : upper[q] - first[q]] for q in range(len(runs)) if upper[q] > lower[q]]
+    if watch is not None:
+        watch.lap("settle cuts")
     return (np.stack([lower, upper]), *cut[1:]), items, slices
 
 
@@ -551,8 +557,7 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     lay = job.layout
     store, recover = R.store(job.store), job.recovery(gpu)
     if isinstance(cut[0], Windowed):  # its cuts settled here (cut_runs' settle_later), from the rows it reads
-        _, items, slices = settled_slices(job, cut, t, gpu, recover)
-        watch.lap("read runs + settle cuts")
+        _, items, slices = settled_slices(job, cut, t, gpu, recover, watch)
     else:
         items = _slice_items(cut, t)
         slices = store.read_many(items, gpu, recover, fetched)
