@@ -379,7 +379,7 @@ def test_fixed_width_frames_go_through_the_run_store(rng, tmp_path, device, inde
 @pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
 @pytest.mark.parametrize("index", ["permuted", "range", "mixed"])
 def test_many_partitions_of_a_gpu_run_are_copied_there_at_once(rng, tmp_path, index):
-    """All partitions in one run (``gpu-runs-per-thread`` 0): each column of them joined as it is
+    """All partitions in one run (``gpu-runs-per-worker`` 0): each column of them joined as it is
     copied to the GPU (over 4 MiB: through the staging pieces), a range index made there where
     every partition's is a range; the same as pandas, empty partitions too."""
     n, parts = 900_001, 11
@@ -401,7 +401,7 @@ def test_many_partitions_of_a_gpu_run_are_copied_there_at_once(rng, tmp_path, in
 
     ddf = ddf.map_partitions(change, meta=ddf._meta)
     df = ddf.compute(scheduler="sync")
-    with dask.config.set({"dsort.scale.gpu-runs-per-thread": 0}):
+    with dask.config.set({"dsort.scale.gpu-runs-per-worker": 0}):
         out = sort_values(ddf, ["f", "k"], ascending=[False, True], strategy="external", local_directory=tmp_path, device="gpu")
         assert len([k for k in out.__dask_graph__() if isinstance(k, tuple) and k[0].startswith("dsort-run-")]) == 1
         got = out.compute(scheduler="threads")

@@ -182,16 +182,18 @@ def test_runs_never_join_partitions_of_two_workers(rng, monkeypatch):
     assert {a for a, _ in plain} < {a for a, _ in runs} and len(runs) <= 1.5 * len(plain)  # only cut further, within the bound
 
 
-def test_frames_sorted_on_gpus_take_their_own_runs_per_thread(monkeypatch):
-    """``gpu-runs-per-thread`` counts the runs of a frame sorted on GPUs, ``runs-per-thread`` the
-    others'; an external sort's partitions-per-run bound holds for both."""
-    monkeypatch.setattr(scale, "threads", lambda: 8)
-    with dask.config.set({"dsort.scale.runs-per-thread": 2, "dsort.scale.gpu-runs-per-thread": 1}):
-        assert len(scale.frame_runs(64, external=False)) == 16 and len(scale.frame_runs(64, external=False, gpu=True)) == 8
+def test_frames_sorted_on_gpus_take_their_own_runs_per_worker(monkeypatch):
+    """``gpu-runs-per-worker`` counts the runs of a frame sorted on GPUs (whatever the workers'
+    threads), ``runs-per-thread`` the others'; an external sort's partitions-per-run bound holds
+    for both."""
+    monkeypatch.setattr(scale, "threads", lambda: 32)
+    monkeypatch.setattr(scale, "workers", lambda: 4)
+    with dask.config.set({"dsort.scale.runs-per-thread": 2, "dsort.scale.gpu-runs-per-worker": 2}):
+        assert len(scale.frame_runs(128, external=False)) == 64 and len(scale.frame_runs(128, external=False, gpu=True)) == 8
         with dask.config.set({"dsort.scale.frame-partitions-per-run": 4}):
-            assert len(scale.frame_runs(64, external=True, gpu=True)) == 16
-    with dask.config.set({"dsort.scale.gpu-runs-per-thread": 3}):
-        assert len(scale.frame_runs(64, external=False, gpu=True)) == 24
+            assert len(scale.frame_runs(128, external=True, gpu=True)) == 32
+    with dask.config.set({"dsort.scale.gpu-runs-per-worker": 3}):
+        assert len(scale.frame_runs(128, external=False, gpu=True)) == 12
 
 
 def test_tasks_beside_keys_spread_over_their_workers_not_over_the_keys():
@@ -209,10 +211,14 @@ def test_tasks_beside_keys_spread_over_their_workers_not_over_the_keys():
     assert scale.beside_balanced([], None, 3) == [None] * 3
 
 
-@pytest.mark.parametrize("strategy", ["external", "memory"])
-def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, strategy):
+@pytest.mark.parametrize(
+    "strategy, blocks",
+    [("external", [2, 12, 2, 16]), ("memory", [2, 12, 2, 16]), ("external", [1, 2, 1, 1, 3, 1, 2, 1, 1, 1, 4, 1, 2, 1, 1, 2, 1, 1, 4, 1])],
+)
+def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, strategy, blocks):
     """A frame of futures (and a partition-wise step over it) on two worker processes, its 32
-    partitions in blocks of 2, 12, 2 and 16 on one worker, then the other: every run task takes
+    partitions in ``blocks`` on one worker, then the other (in blocks of 2, 12, 2 and 16; or
+    scattered, where an external sort's runs still follow the workers): every run task takes
     partitions held by one worker (none moves for it), the external sort's merges go beside runs of
     either worker alike, and the sort is pandas'."""
     distributed = pytest.importorskip("distributed")
@@ -224,7 +230,7 @@ def test_on_a_cluster_each_run_sorts_partitions_of_one_worker(rng, tmp_path, str
         distributed.Client(cluster) as client,
     ):
         workers = sorted(client.scheduler_info()["workers"])
-        at = [workers[b % 2] for b, size in enumerate([2, 12, 2, 16]) for _ in range(size)]
+        at = [workers[b % 2] for b, size in enumerate(blocks) for _ in range(size)]
         parts = [client.scatter(df.iloc[i], workers=[w]) for i, w in zip(np.array_split(np.arange(n), 32), at)]
         ddf = dd.from_delayed(parts, meta=df.iloc[:0], verify_meta=False).persist()  # each partition where its data is
         distributed.wait(ddf)
@@ -318,3 +324,23 @@ def test_on_a_cluster_an_external_array_sorts_runs_of_one_workers_chunks(rng, tm
                 got = out.compute()
                 np.testing.assert_array_equal(got, want)
                 np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+
+
+def test_external_frame_runs_follow_scattered_workers_up_to_a_count(monkeypatch):
+    """Partitions scattered over the workers: an in-memory sort's runs stay as the count makes
+    them (its merges grow with its runs), an external sort's follow the workers while they are at
+    most ``EXTERNAL_RUNS_FOLLOWING_WORKERS`` (its merges do not), each run of one worker's
+    consecutive partitions; past that they stay as the count makes them."""
+    monkeypatch.setattr(scale, "threads", lambda: 4)
+    monkeypatch.setattr(scale, "workers", lambda: 2)
+    rng = np.random.default_rng(5)
+    few = scale.EXTERNAL_RUNS_FOLLOWING_WORKERS // 2
+    owners = [str(o) for o in rng.integers(0, 4, few)]
+    plain = scale.frame_runs(few, external=True, gpu=True)
+    assert scale.frame_runs(few, external=False, owners=owners) == scale.frame_runs(few, external=False)
+    runs = scale.frame_runs(few, external=True, owners=owners, gpu=True)
+    assert len(runs) > 1.5 * len(plain) and runs[0][0] == 0 and runs[-1][1] == few
+    assert all(b == c for (_, b), (c, _) in zip(runs, runs[1:])) and all(len({owners[i] for i in range(a, b)}) == 1 for a, b in runs)
+    many = 4 * scale.EXTERNAL_RUNS_FOLLOWING_WORKERS
+    alternating = ["ab"[i % 2] for i in range(many)]
+    assert scale.frame_runs(many, external=True, owners=alternating, gpu=True) == scale.frame_runs(many, external=True, gpu=True)

@@ -244,9 +244,11 @@ def sort_values_external(
     gpu_budget = config.size_or_share(device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
-    owners = scale.partition_workers(df)
-    runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners, gpu=device == "gpu" or on_gpu_frame(df))
-    groups = scale.merge_groups(partitions, len(runs_at))
+    owners, on_gpus = scale.partition_workers(df), device == "gpu" or on_gpu_frame(df)
+    runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners, gpu=on_gpus)
+    # as many merges as runs where they do not follow the workers: runs cut where the owner changes
+    # cost each merge a slice more, a merge more would cost one more of every run
+    groups = scale.merge_groups(partitions, len(scale.frame_runs(df.npartitions, external=True, gpu=on_gpus)))
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
     gpu_frame, meta = on_gpu_frame(df), pandas_meta(df)

@@ -22,20 +22,33 @@ from ..core.runs import scheduler_identity
 MIN_GROUPS = 8  # merge groups at least (where there are as many outputs): see merge_groups
 
 
-def threads() -> int:
-    """The worker threads the graph will run on: a distributed client's workers' together, else
-    this machine's CPUs (dask's local schedulers)."""
+def _cluster_workers():
+    """The scheduler's record of each worker of the distributed client the graph will run on, or
+    None where dask's local schedulers run it."""
     import dask
 
     if dask.config.get("scheduler", None) not in (None, "dask.distributed", "distributed"):
-        return os.cpu_count() or 1
+        return None
     try:
         from distributed import default_client
 
-        workers = scheduler_identity(default_client())["workers"].values()
+        return list(scheduler_identity(default_client())["workers"].values())
     except (ImportError, ValueError, TypeError):
+        return None
+
+
+def threads() -> int:
+    """The worker threads the graph will run on: a distributed client's workers' together, else
+    this machine's CPUs (dask's local schedulers)."""
+    workers = _cluster_workers()
+    if workers is None:
         return os.cpu_count() or 1
     return max(1, sum(int(w.get("nthreads") or 1) for w in workers))
+
+
+def workers() -> int:
+    """The workers the graph will run on: a distributed client's, else one (dask's local schedulers)."""
+    return max(1, len(_cluster_workers() or ()))
 
 
 def _bytes(name: str, gpu: bool) -> int:
@@ -65,22 +78,31 @@ def array_runs(sizes, row_bytes: int, gpu: bool, external: bool, host: bool = Tr
 
 def frame_runs(partitions: int, external: bool, owners=None, gpu: bool = False) -> list:
     """Partitions grouped into runs, by count (their sizes are not known before they are read):
-    ``runs-per-thread`` for each worker thread (``gpu-runs-per-thread`` where ``gpu``: the runs are
-    sorted and merged on GPUs), and for an external sort at most
+    ``runs-per-thread`` for each worker thread, or where ``gpu`` (the runs are sorted and merged
+    on GPUs) ``gpu-runs-per-worker`` for each worker (its threads share one GPU: more runs only
+    add slices for every merge to read, and on several GPUs their reads of each other's runs
+    contend for the GIL: BENCHMARKS.md section 7); for an external sort at most
     ``frame-partitions-per-run`` partitions a run (memory bounded by a few partitions). With
     ``owners`` (:func:`partition_workers`), no run joins partitions of two workers: dask would move
     all but one of them to one worker (2^26 rows of cudf frames on two GPUs, over TCP: 15 of 32
     runs waited up to 0.6 s for a partition of the other GPU); unless that makes more than
-    :data:`MOST_RUNS_FOLLOWING_WORKERS` times the runs (partitions scattered over the workers)."""
-    count = plan.run_count(partitions, threads(), int(config.get("scale.gpu-runs-per-thread" if gpu else "scale.runs-per-thread")))
+    :data:`MOST_RUNS_FOLLOWING_WORKERS` times the runs (partitions scattered over the workers), or
+    for an external sort :data:`EXTERNAL_RUNS_FOLLOWING_WORKERS` runs if that is more. The merges
+    are as many as the runs without ``owners`` (:func:`merge_groups`)."""
+    if gpu:
+        count = plan.run_count(partitions, workers(), int(config.get("scale.gpu-runs-per-worker")))
+    else:
+        count = plan.run_count(partitions, threads(), int(config.get("scale.runs-per-thread")))
     if external:
         count = max(count, -(-partitions // max(1, int(config.get("scale.frame-partitions-per-run")))))
     runs = plan.groups([1] * partitions, count)
     if not owners or not any(owners):
         return runs
     out = _cut_at_owners(runs, owners)
-    # but not at any price: the cuts and merges grow with the runs (runs x merge groups slices)
-    return out if len(out) <= MOST_RUNS_FOLLOWING_WORKERS * len(runs) else runs
+    # but not at any price: the cuts and merges grow with the runs (runs x merge groups slices); an
+    # external sort's merges stay as many (sort_values_external), each reading a slice more a run
+    most = max(MOST_RUNS_FOLLOWING_WORKERS * len(runs), EXTERNAL_RUNS_FOLLOWING_WORKERS if external else 0)
+    return out if len(out) <= most else runs
 
 
 def _cut_at_owners(runs, owners) -> list:
@@ -102,6 +124,10 @@ def _cut_at_owners(runs, owners) -> list:
 # partitions, 48 runs instead of 32: 0.98 s against 1.17 s; 512 partitions, 243 instead of 32:
 # 12.7 s against 3.0 s.
 MOST_RUNS_FOLLOWING_WORKERS = 1.5
+# An external sort's runs follow the workers up to this many whatever the count: its merges do not
+# grow with them, and runs that fetch partitions over TCP cost more than a slice more for each
+# merge to read (pandas frames on four GPUs: BENCHMARKS.md section 7).
+EXTERNAL_RUNS_FOLLOWING_WORKERS = 64
 
 
 PLACEMENT_DEPTH = 6  # partition-wise steps followed back from a partition to one dask holds
