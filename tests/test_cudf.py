@@ -397,3 +397,41 @@ def test_an_index_key_with_nulls_in_some_partitions_and_unknown_categories(rng, 
     assert [None if pd.isna(x) else int(x) for x in got.index] == [None if pd.isna(x) else int(x) for x in want.index]
     np.testing.assert_array_equal(got["v"].to_numpy(), want["v"].to_numpy())
     assert got["c"].notna().all() and (got["c"].astype(str).to_numpy() == want["s"].to_numpy()).all()
+
+
+@pytest.mark.gpu
+@needs_cudf
+@pytest.mark.parametrize("convert_string", [True, False])
+@pytest.mark.parametrize("by", ["f", "s"])
+@pytest.mark.parametrize("n,parts,out", [(0, 1, 1), (1, 1, 2), (3_000, 5, 3)])
+@pytest.mark.parametrize("strategy", ["external", "memory", "auto"])
+def test_a_sort_gives_back_the_dtypes_it_was_given(rng, by, n, parts, out, strategy, convert_string):
+    """Dtypes in, dtypes out (issue 43): string columns made four ways (cudf's ``str``, from
+    pandas' ``string``, from pandas' object strings, numbers cast to strings), which cudf turns
+    into pandas' ``str`` or ``string`` by their history, come back as the collection's partitions
+    hold them (dask's ``dataframe.convert-string`` makes them ``string`` as the frame becomes a
+    collection; without it they stay as they were made), as dask-cudf's own sort gives them back
+    and as they convert to pandas; every other column too, and the rows are pandas'."""
+    import dask
+
+    import dsort.dataframe as dd_sort
+
+    cudf, dask_cudf = _cudf()
+    g, _ = _other_types(cudf, rng, n)
+    words = [None if r < 0.1 else f"w{x}" for r, x in zip(rng.random(n), rng.integers(0, 30, n))]
+    g["s_string"] = cudf.from_pandas(pd.Series(words, dtype="string"))
+    g["s_object"] = cudf.from_pandas(pd.Series(words, dtype=object))
+    g["s_cast"] = g["v"].astype(str)
+    with dask.config.set({"dataframe.convert-string": convert_string}):
+        gdf = dask_cudf.from_cudf(g, npartitions=parts, sort=False)
+        given = gdf.compute()
+        got = dd_sort.sort_values(gdf, by, npartitions=out, strategy=strategy).compute()
+        theirs = gdf.sort_values(by).compute() if n else given
+    assert type(got).__module__.startswith("cudf")
+    for c in g.columns:
+        want = (str(given[c].dtype), str(theirs[c].dtype), given[c].to_pandas().dtype)
+        assert (str(got[c].dtype), str(got[c].dtype), got[c].to_pandas().dtype) == want, (c, got[c].dtype, want)
+    if not convert_string:
+        assert [str(given[c].dtype) for c in g.columns] == [str(d) for d in g.dtypes]  # the premise: kept as made
+    assert got.index.to_pandas().dtype == given.index.to_pandas().dtype
+    pd.testing.assert_frame_equal(_as_pandas(got), _as_pandas(given).sort_values(by, kind="stable"))
