@@ -34,9 +34,29 @@ def compute_threads(dsk, keys, threads: int, progress):
                 progress.finished(phase_of(key))
 
     pool = ThreadPoolExecutor(threads, thread_name_prefix="dsort")
+    done, result = threading.Event(), []
+
+    def schedule():
+        try:
+            with _Bars():
+                result.append((True, get(dsk, keys, num_workers=threads, pool=pool)))
+        except BaseException as e:
+            result.append((False, e))
+        finally:
+            done.set()
+
+    # dask's scheduler loop runs in a thread of its own and the caller's only waits for it: a
+    # signal's exception (SIGTERM, Ctrl-C) raised in the caller's thread inside that loop's queue
+    # calls could leave the queue's lock held, and every later put into it (the pool threads'
+    # results, the cancels below) would wait forever (a `dsort sort` sent SIGTERM hung so)
+    threading.Thread(target=schedule, name="dsort-scheduler", daemon=True).start()
     try:
-        with _Bars():
-            return get(dsk, keys, num_workers=threads, pool=pool)
+        while not done.wait(0.5):
+            pass
+        ok, value = result[0]
+        if not ok:
+            raise value
+        return value
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
 
