@@ -13,6 +13,7 @@ worker (``rmm_pool_size``, default the setting ``dsort.ucx.rmm-pool-size``), whi
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import sys
@@ -121,6 +122,15 @@ def local_cuda_cluster(**kwargs):
     return LocalCluster(**{k: v for k, v in kwargs.items() if k in _BOTH})
 
 
+class _NoCancelledReconnect(logging.Filter):
+    """Drops what distributed's client logs when its own close cancels a reconnect to the
+    scheduler: an error with a traceback of ``CancelledError``, printed above the one line that
+    says why a job failed (seen once a run had lost its last worker)."""
+
+    def filter(self, record):
+        return not (record.exc_info and isinstance(record.exc_info[1], asyncio.CancelledError))
+
+
 @contextlib.contextmanager
 def connect(
     scheduler=None,
@@ -147,6 +157,9 @@ def connect(
     from .engine.device import gpu_count, has_gpu
 
     with contextlib.ExitStack() as stack:
+        quiet_close, client_log = _NoCancelledReconnect(), logging.getLogger("distributed.client")
+        client_log.addFilter(quiet_close)
+        stack.callback(client_log.removeFilter, quiet_close)
         if scheduler:
             client = stack.enter_context(open_client(scheduler, security=security))
             kind = scheduler

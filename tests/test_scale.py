@@ -130,11 +130,10 @@ def test_thousands_of_small_partitions_sort_like_pandas(rng, strategy):
     df = dd.from_pandas(pdf, npartitions=1500, sort=False)
     for by in ("k", ["s", "k"]):
         out = D.sort_values(df, by, strategy=strategy, ascending=False if by == "k" else [True, False])
-        got = out.compute(scheduler="threads")
+        got, lengths = dask.compute(out, out.map_partitions(len), scheduler="threads")  # one sort for both
         expected = df.compute().sort_values(by, ascending=False if by == "k" else [True, False], kind="stable")
         pd.testing.assert_frame_equal(got, expected)
-        assert out.npartitions == 1500
-        lengths = out.map_partitions(len).compute(scheduler="threads")
+        assert out.npartitions == 1500 and lengths.sum() == n
         assert lengths.max() - lengths.min() <= 1
 
 

@@ -96,7 +96,7 @@ def test_two_passes_on_a_cluster_with_a_worker_lost(tmp_path, moment):
     def now(client):
         return any(str(k).startswith(f"('{phase}") for keys in client.processing().values() for k in keys)
 
-    with dask.config.set({"dsort.file-sort.max-runs": 32}):
+    with dask.config.set({"dsort.file-sort.max-runs": 12}):  # 100 runs: 10 groups
         report, keys = _on_cluster(tmp_path, now, everywhere=True)
     assert any("dsort-group-merge" in k for k in keys) and any("dsort-chain" in k for k in keys)
 

@@ -57,6 +57,9 @@ RECOVERIES = 2  # times a read makes its lost runs again before it fails
 # the hosts test's "gone" workers were scheduler_identity's race) must not hang the sort; where
 # nothing can make them again, the read is asked once more.
 REMOTE_READ_SECONDS = 120.0
+# How often a task waiting for slices read on other workers looks whether those workers are still
+# there: a read pinned to a worker that died waits for it for ever, so the wait ends only at a look.
+REMOTE_POLL_SECONDS = 0.5
 logger = logging.getLogger(__name__)
 
 
@@ -525,7 +528,7 @@ class RunStore:
             asked_again: set = set()
             while futures:
                 try:
-                    wait([f for f, _ in futures.values()], timeout=min(10, REMOTE_READ_SECONDS))
+                    wait([f for f, _ in futures.values()], timeout=REMOTE_POLL_SECONDS)
                 except TimeoutError:  # still running, or waiting for a worker that died: look again
                     pass
                 alive = set(scheduler_identity(client)["workers"])
