@@ -118,8 +118,9 @@ def test_carried_columns_move_as_arrow_and_come_back_as_the_same_arrays(rng, dty
 
 def test_a_frame_of_array_columns_sorts_on_two_workers_like_pandas(rng):
     """On two worker processes the partitions' object columns of arrays are carried as Arrow to
-    the runs and merges and come back as object columns of the same arrays: the result is pandas'
-    stable sort, value for value, in memory and external."""
+    the runs and merges (partitions of int arrays and of float arrays among them) and come back as
+    object columns of the same arrays: the result is pandas' stable sort, value for value, in
+    memory and external."""
     distributed = pytest.importorskip("distributed")
     import dask.dataframe as dd
 
@@ -128,7 +129,9 @@ def test_a_frame_of_array_columns_sorts_on_two_workers_like_pandas(rng):
     import dask
 
     n = 3000
-    df = pd.DataFrame({"k": rng.integers(0, 40, n), "a": _arrays(rng, n, "int64"), "f": rng.random(n)})
+    a = _arrays(rng, n, "int64")
+    a[1000:1500] = _arrays(rng, 500, "float64")  # partitions of float arrays: another Arrow list type there
+    df = pd.DataFrame({"k": rng.integers(0, 40, n), "a": a, "f": rng.random(n)})
     with (
         dask.config.set({"dataframe.convert-string": False}),  # the arrays stay objects, as read from Parquet
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,

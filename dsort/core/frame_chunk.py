@@ -25,7 +25,7 @@ from .. import engine as engines
 from ..engine import device as dev
 from ..engine import host
 from .frame_keys import KeySpec, common_widths, join_kinds, widen
-from .frame_wire import Wired, restore, unwire, wire
+from .frame_wire import Wired, joinable, restore, unwire, wire
 
 
 @dataclass
@@ -129,6 +129,8 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     if any(not f.columns.equals(first.columns) for f in frames[1:]):  # pandas aligns them by label
         whole = pd.concat(frames).iloc[order]
         return whole if index else whole.set_axis(pd.RangeIndex(len(order)))
+    frames = joinable(frames)  # columns carried as Arrow, of other Arrow types in some: objects again
+    first = frames[0]
     columns, slow = {}, []
     for j in range(first.shape[1]):
         got = _take_column([f.iloc[:, j] for f in frames], order)
@@ -368,7 +370,7 @@ def concat(frames):
     frames = list(frames)
     if frame_cudf.is_cudf(frames[0]):
         return frame_cudf.concat(frames)
-    return frames[0] if len(frames) == 1 else pd.concat(frames)
+    return frames[0] if len(frames) == 1 else pd.concat(joinable(frames))
 
 
 def with_positions(frame, start: int):
