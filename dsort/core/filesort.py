@@ -66,7 +66,7 @@ class FirstPass:
     def __dask_tokenize__(self):
         """The job's fields hashed once per object: every task of a graph holds the same job, and
         dask hashes each task's arguments when the graph is sent (field by field, that cost grew
-        with tasks times blocks: 24 s for a graph of 1,000 runs)."""
+        with tasks times blocks: BENCHMARKS.md section 4)."""
         token = self.__dict__.get("_token")
         if token is None:
             state = tuple(getattr(self, f.name) for f in fields(self))

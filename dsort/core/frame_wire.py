@@ -117,8 +117,7 @@ def carry(frame):
     (or None) held as an Arrow list column (``pd.ArrowDtype``); other frames and columns as they
     are. :func:`restore` undoes it. (Object columns of dicts stay objects: Arrow's struct types
     them anew (an int beside floats becomes a float, a missing key a None), and checking that
-    they come back exactly cost more than the pickling it saved: 2.3 s of 1e6 rows' carrying
-    against 2.2 s for their whole sort on two workers, 2-core machine.)"""
+    they come back exactly cost more than the pickling it saved: BENCHMARKS.md section 5.)"""
     if not isinstance(frame, pd.DataFrame) or not any(d == np.dtype(object) for d in frame.dtypes):
         return frame
     columns = {}
@@ -162,10 +161,12 @@ def joinable(frames) -> list:
     (``<NA>`` for None)."""
     if len(frames) < 2:
         return frames
-    dtypes = [f.dtypes for f in frames]
-    fix = [
-        j for j, dtype in enumerate(dtypes[0]) if any(_carried(d.iloc[j]) for d in dtypes) and any(d.iloc[j] != dtype for d in dtypes[1:])
-    ]
+    first = frames[0].dtypes
+    # a carried column is an object column or an Arrow list in every frame: the others need no look
+    if not any(d == np.dtype(object) or _carried(d) for d in first):
+        return frames
+    dtypes = [first, *(f.dtypes for f in frames[1:])]
+    fix = [j for j, dtype in enumerate(first) if any(_carried(d.iloc[j]) for d in dtypes) and any(d.iloc[j] != dtype for d in dtypes[1:])]
     if not fix:
         return frames
     out = []
