@@ -3,6 +3,7 @@
     python benchmarks/bench_distributed.py [--log2n 30] [--workers 1,2] [--chunks-per-worker 4]
                                            [--df-log2n 26] [--json out.json]       # GPU machine
     python benchmarks/bench_distributed.py --cpu [--log2n 22]                      # CPU, for testing
+    python benchmarks/bench_distributed.py --log2n 30 --workers 1,2,4 --weak --data gpu --df-log2n 0
 
 GPU mode (a ``LocalCUDACluster``, one worker per GPU, for each count in ``--workers``):
 
@@ -10,6 +11,12 @@ GPU mode (a ``LocalCUDACluster``, one worker per GPU, for each count in ``--work
 * ``host``: keys held as NumPy chunks in the workers' host memory (persisted first), sorted with
   ``dsort.sort(x, device="gpu")``: each chunk goes to its worker's GPU once, runs are sorted and
   merged there, and the output chunks come back to host memory as NumPy arrays.
+
+``--weak``: each count of workers sorts 2^log2n keys per worker (weak scaling; "vs 1 worker" is
+then keys per second per worker against one). ``--data`` picks ``gpu``, ``host`` or both.
+``--floor`` adds, for host data, every chunk copied to its worker's GPU and back into new host memory
+through dsort's own transfers, one task a chunk: the floor of any GPU sort of keys in host memory on
+those workers, measured on the same cluster ("of floor" = floor / sort).
 
 CPU mode (``--cpu``): a ``LocalCluster`` of ``--workers`` single-threaded processes, NumPy chunks.
 
@@ -143,6 +150,36 @@ def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol=
     return rows
 
 
+def bench_floor(client, x, n, workers, repeat):
+    """Every host chunk to its worker's GPU and back into new host memory, through dsort's own
+    transfers (``engine.device``), as one task a chunk: what any GPU sort of host-resident keys on
+    these workers pays at least (the median of ``repeat`` runs, each a persist of the whole graph)."""
+
+    def there_and_back(block):
+        from dsort.engine import device
+
+        d = device.from_host(block)
+        out = device.to_host(d)
+        del d
+        return out
+
+    y = x.map_blocks(there_and_back, dtype=x.dtype)
+    client.compute(y[: min(n, 1 << 16)], sync=True)  # CUDA contexts and pools made outside the timings
+    times = sorted(run_total(client, y)[0] for _ in range(repeat))
+    t = times[len(times) // 2]
+    return {
+        "data": "host",
+        "workers": workers,
+        "strategy": "floor",
+        "P": len(x.chunks[0]),
+        "N": f"2^{int(np.log2(n))}",
+        "runs": repeat,
+        "total s": round(t, 3),
+        "every run s": " ".join(f"{v:.3f}" for v in times),
+        "Mkeys/s": round(n / t / 1e6, 1),
+    }
+
+
 def gpu_cluster(n_gpus, protocol="tcp", rmm_pool_size=None):
     """One worker per GPU: dask_cuda's LocalCUDACluster (over ``protocol``, with dsort's UCX
     settings), or the same spec by hand without it (TCP)."""
@@ -250,18 +287,27 @@ def main(argv=None):
     p.add_argument("--df-log2n", type=int, help="rows of the dask.dataframe baseline (default min(log2n, 26))")
     p.add_argument("--df-workers", default=None, help="dask.dataframe cluster as WORKERSxTHREADS (default: CPU count / 4 x 4)")
     p.add_argument("--repeat", type=int, default=3, help="runs of each configuration (the median is reported)")
+    p.add_argument("--weak", action="store_true", help="weak scaling: 2^log2n keys per worker (each count sorts count x 2^log2n)")
+    p.add_argument("--data", default="gpu,host", help="GPU mode: gpu (CuPy chunks), host (NumPy chunks, device='gpu'), or both")
+    p.add_argument(
+        "--floor",
+        action="store_true",
+        help="GPU mode, host data: also every chunk copied to its worker's GPU and back to new host memory "
+        "(dsort's own transfers), the floor of any GPU sort of host-resident keys on those workers",
+    )
     p.add_argument("--timeline", action="store_true", help="print the median run's task groups (where the time went)")
     p.add_argument("--json")
     args = p.parse_args(argv)
     log2n = args.log2n or (22 if args.cpu else 30)
-    n = 1 << log2n
+    data = set(args.data.split(","))
     counts = [int(w) for w in (args.workers or ("2" if args.cpu else "1,2")).split(",")]
     strategies = args.strategies.split(",")
     from distributed import Client, LocalCluster, wait
 
-    rows = [baseline_one_device(n, args.cpu)]
+    rows = [baseline_one_device(1 << log2n, args.cpu)]
     print(rows[-1], flush=True)
     for workers in counts:
+        n = (1 << log2n) * (workers if args.weak else 1)
         p_chunks = workers * args.chunks_per_worker
         chunk = -(-n // p_chunks)
         if args.cpu:
@@ -282,12 +328,17 @@ def main(argv=None):
             else:
                 import cupy
 
-                meta = cupy.empty(0, np.int64)
-                xg = x.map_blocks(cupy.asarray, meta=meta).persist()
-                wait(xg)
-                rows += bench_dsort(client, xg, n, "gpu", workers, strategies, protocol=args.protocol, **how)
-                del xg
-                rows += bench_dsort(client, x, n, "host", workers, strategies, device="gpu", protocol=args.protocol, **how)
+                if "gpu" in data:
+                    meta = cupy.empty(0, np.int64)
+                    xg = x.map_blocks(cupy.asarray, meta=meta).persist()
+                    wait(xg)
+                    rows += bench_dsort(client, xg, n, "gpu", workers, strategies, protocol=args.protocol, **how)
+                    del xg
+                if "host" in data:
+                    rows += bench_dsort(client, x, n, "host", workers, strategies, device="gpu", protocol=args.protocol, **how)
+                if "host" in data and args.floor:
+                    rows.append(bench_floor(client, x, n, workers, args.repeat))
+                    print(rows[-1], flush=True)
             del x
     cores = os.cpu_count() or 2
     if args.df_workers:
@@ -295,12 +346,13 @@ def main(argv=None):
     else:
         dft = min(4, cores)
         dfw = max(1, cores // dft)
-    df_n = 1 << (args.df_log2n or min(log2n, 26))
-    try:
-        rows.append(baseline_dataframe(df_n, dfw, dft))
-    except Exception as err:  # the baseline is context, not the subject: report, don't abort
-        rows.append({"strategy": "dask.dataframe sort_values", "total s": f"failed: {type(err).__name__}: {err}"[:80]})
-    print(rows[-1], flush=True)
+    if args.df_log2n != 0:  # 0: no dask.dataframe baseline
+        df_n = 1 << (args.df_log2n or min(log2n, 26))
+        try:
+            rows.append(baseline_dataframe(df_n, dfw, dft))
+        except Exception as err:  # the baseline is context, not the subject: report, don't abort
+            rows.append({"strategy": "dask.dataframe sort_values", "total s": f"failed: {type(err).__name__}: {err}"[:80]})
+        print(rows[-1], flush=True)
     ref = next((r["Mkeys/s"] for r in rows if r.get("strategy") == "dask.dataframe sort_values" and "Mkeys/s" in r), None)
     one = {(r["data"], r["strategy"]): r["Mkeys/s"] for r in rows if r.get("workers") == 1 and "Mkeys/s" in r}
     for r in rows:
@@ -309,9 +361,15 @@ def main(argv=None):
         if ref:
             r["vs sort_values"] = f"{r['Mkeys/s'] / ref:.1f}x"
         base = one.get((r.get("data"), r.get("strategy")))
-        if base and isinstance(r.get("workers"), int) and r["workers"] > 1:
-            r["vs 1 worker"] = f"{r['Mkeys/s'] / base:.2f}x"
-    write_json(args.json, rows, benchmark="distributed", mode="cpu" if args.cpu else "gpu", log2n=log2n, protocol=args.protocol)
+        if base and isinstance(r.get("workers"), int) and r["workers"] > 1:  # weak scaling: keys per second per worker
+            r["vs 1 worker"] = f"{r['Mkeys/s'] / base / (r['workers'] if args.weak else 1):.2f}x"
+    for r in rows:  # host data: the sort against its floor on the same workers
+        fl = next((f["total s"] for f in rows if f.get("strategy") == "floor" and f.get("workers") == r.get("workers")), None)
+        if fl and r.get("data") == "host" and r.get("strategy") != "floor" and isinstance(r.get("total s"), float):
+            r["of floor"] = f"{fl / r['total s']:.2f}"
+    write_json(
+        args.json, rows, benchmark="distributed", mode="cpu" if args.cpu else "gpu", log2n=log2n, protocol=args.protocol, weak=args.weak
+    )
     columns = [
         "data",
         "workers",
@@ -328,6 +386,7 @@ def main(argv=None):
         "splitters %",
         "Mkeys/s",
         "vs 1 worker",
+        "of floor",
         "vs sort_values",
     ]
     print()

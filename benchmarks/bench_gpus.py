@@ -11,7 +11,9 @@ configuration, the configurations taken in turn (so a machine's drift favours no
 
 Then ``--one-process`` sorts in one Python process (``sort_files`` called again and again, the
 default and every GPU in turn): per-process state (peer access, pools, streams) is made once and
-reused. Every output is checked against the input (count, checksum, order); a failed run is
+reused. The floor of any such sort on this box, measured in the same call: writing the output's
+bytes with fsync to the same disk (the input lies in the page cache; ``--no-floor`` skips it),
+"of floor" = floor / median. Every output is checked against the input (count, checksum, order); a failed run is
 counted with its error's last line, never hidden. A table comes last; ``--json`` writes the rows.
 
     python benchmarks/bench_gpus.py --records 3e7 --runs 10 --one-process 3 --json out.json
@@ -75,6 +77,7 @@ def main(argv=None):
     p.add_argument("--one-process", type=int, default=3, help="rounds of sort_files in one process (0: none)")
     p.add_argument("--counts", default="1,2,4", help="GPU counts to force with --n-workers (those visible)")
     p.add_argument("--dir", default=None, help="working directory (default: a new one under /tmp)")
+    p.add_argument("--no-floor", action="store_true", help="skip the disk's write+fsync floor")
     p.add_argument("--json", default=None)
     args = p.parse_args(argv)
 
@@ -96,6 +99,13 @@ def main(argv=None):
     subprocess.run(["cat", str(src)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
     records, checksum, _ = summary_of(src, env)
     assert records == n, f"the input holds {records} records, not {n}"
+    floor = None
+    if not args.no_floor:
+        from bench_files import disk_floor
+
+        write_bw, read_bw = disk_floor(work, src.stat().st_size)
+        floor = src.stat().st_size / write_bw
+        print(f"disk: write+fsync {write_bw / 1e9:.2f} GB/s, read {read_bw / 1e9:.2f} GB/s: floor {floor:.2f} s", flush=True)
     configs = {"default": []} | {f"{c} GPU{'s' if c > 1 else ''}": ["--n-workers", str(c)] for c in counts}
     print(f"{visible} GPU(s) visible; {n:,} records; configurations: {', '.join(configs)}", flush=True)
 
@@ -147,14 +157,16 @@ def main(argv=None):
     for r in rows:
         if base and r["median s"]:
             r["vs 1 GPU"] = f"{base / r['median s']:.2f}x"
+        if floor and r["median s"]:
+            r["of floor"] = f"{floor / r['median s']:.2f}"
     if args.dir:
         dst.unlink(missing_ok=True)
     else:
         shutil.rmtree(work, ignore_errors=True)
-    write_json(args.json, rows, benchmark="gpus", records=n, visible=visible)
+    write_json(args.json, rows, benchmark="gpus", records=n, visible=visible, floor_s=floor)
     print()
-    print(f"{n:,} records, {visible} GPU(s) visible, {os.cpu_count()} CPUs")
-    print_table(rows, ["mode", "gpus", "runs", "failed", "median s", "min s", "max s", "vs 1 GPU", "first failure"])
+    print(f"{n:,} records, {visible} GPU(s) visible, {os.cpu_count()} CPUs" + (f", floor {floor:.2f} s" if floor else ""))
+    print_table(rows, ["mode", "gpus", "runs", "failed", "median s", "min s", "max s", "vs 1 GPU", "of floor", "first failure"])
 
 
 def row(mode, name, times, failures, runs, said=None):
