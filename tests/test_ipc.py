@@ -83,7 +83,41 @@ def test_room_counts_the_gpus_used_memory():
     import cupy
 
     free, total = cupy.cuda.runtime.memGetInfo()
-    assert ipc.room(0, 0, 1.0) and not ipc.room(0, free + 1, 1.0) and not ipc.room(0, 0, 0.0)
+    cached = cupy.get_default_memory_pool().free_bytes()
+    assert ipc.room(0, 0, 1.0) and not ipc.room(0, free + cached + (1 << 20), 1.0) and not ipc.room(0, 0, 0.0)
+
+
+@pytest.mark.gpu
+def test_blocks_the_pool_holds_free_are_room_and_a_share_takes_them():
+    """A worker's CuPy pool keeps the blocks of its last sort: they count as room for a shared
+    run (counted as used, a repeated sort's runs left the GPU), and a shared copy that CUDA has no
+    room for gives them back to CUDA and is made."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import cupy
+
+    pool, mib = cupy.get_default_memory_pool(), 1 << 20
+    a = cupy.empty(256 * mib, np.uint8)
+    del a  # its block stays in the pool, free
+    free, total = cupy.cuda.runtime.memGetInfo()
+    cached = pool.free_bytes()
+    assert cached >= 256 * mib
+    fraction = (total - free - cached + 256 * mib) / total  # room for 256 MiB more, the cached blocks not counted
+    assert ipc.room(0, 255 * mib, fraction) and not ipc.room(0, 257 * mib, fraction)
+
+    x = cupy.arange(16 * mib, dtype=np.int64)  # 128 MiB
+    free = cupy.cuda.runtime.memGetInfo()[0]
+    big = cupy.empty(free - 32 * mib, np.uint8)  # CUDA left with 32 MiB, the rest in the pool once freed
+    del big
+    assert cupy.cuda.runtime.memGetInfo()[0] < x.nbytes <= pool.free_bytes()
+    got = ipc.share(x)
+    assert got is not None
+    own, handle = got
+    assert handle.shape == x.shape and bool((own == x).all())
+    del own, got
+    pool.free_all_blocks()
 
 
 @pytest.fixture

@@ -89,13 +89,16 @@ def total_memory(device: int) -> int:
 
 
 def room(device: int, nbytes: int, fraction: float) -> bool:
-    """Whether ``nbytes`` more on GPU ``device`` keep its used memory (every process's, CuPy's
-    cached blocks included) within ``fraction`` of the whole."""
+    """Whether ``nbytes`` more on GPU ``device`` keep its used memory within ``fraction`` of the
+    whole: every process's memory, less the blocks that this process's CuPy pool holds free (they
+    are room: :func:`share` gives them back to CUDA where it needs them). Counted as used, a
+    worker's blocks cached from its last sort sent a repeated sort's runs off the GPU."""
     import cupy
 
     with cupy.cuda.Device(device):
         free, total = cupy.cuda.runtime.memGetInfo()
-    return total - free + nbytes <= fraction * total
+        cached = cupy.get_default_memory_pool().free_bytes()
+    return total - free - cached + nbytes <= fraction * total
 
 
 def share(x):
@@ -106,15 +109,29 @@ def share(x):
     import cupy
 
     with x.device:
-        try:
-            mem = cupy.cuda.memory.Memory(x.nbytes)
-        except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
-            return None  # CuPy cleared CUDA's last error as it raised: no error of later calls
+        mem = _allocation(x.nbytes)
+        if mem is None:
+            return None
         own = cupy.ndarray(x.shape, x.dtype, cupy.cuda.MemoryPointer(mem, 0))
         own[...] = x
         cupy.cuda.get_current_stream().synchronize()  # the copy is whole before any reader opens it
         handle = cupy.cuda.runtime.ipcGetMemHandle(mem.ptr)
         return own, Shared(bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), host_id(), PROCESS)
+
+
+def _allocation(nbytes: int):
+    """A CUDA allocation of its own on the current GPU, the pool's free blocks given back to CUDA
+    first where CUDA has too little left; None where it has no room even then."""
+    import cupy
+
+    for attempt in range(2):
+        try:
+            return cupy.cuda.memory.Memory(nbytes)
+        except (cupy.cuda.memory.OutOfMemoryError, cupy.cuda.runtime.CUDARuntimeError):
+            pass  # CuPy cleared CUDA's last error as it raised: no error of later calls
+        if attempt == 0:
+            cupy.get_default_memory_pool().free_all_blocks()
+    return None
 
 
 class SharedGone(OSError):
