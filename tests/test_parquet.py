@@ -189,6 +189,63 @@ def test_one_number_key_without_nulls_is_keyed_by_words(tmp_path, rng):
         assert got.to_pandas().equals(t.take(want).to_pandas()), (c, descending)  # NaN equal to NaN
 
 
+@pytest.mark.parametrize("typ", [pa.int8(), pa.int32(), pa.int64(), pa.uint16(), pa.uint64(), pa.float32(), pa.float64(), pa.bool_()])
+def test_a_word_spec_is_the_one_of_the_meta_and_the_values_are_arrows(rng, typ):
+    """The spec of one column of numbers made from its dtype alone (no pandas) is the one made from
+    a meta frame, keyed by words; the values read from the buffers are Arrow's, in slices at any
+    offset and over several chunks, empty ones among them."""
+    from dataclasses import replace
+
+    from dsort.core import table_chunk as TC
+    from dsort.core.frame_keys import KeySpec
+
+    for ascending, na in [(True, "last"), (False, "first")]:
+        meta = TC.key_frame(pa.schema([("x", typ)]).empty_table(), ["x"])
+        want = replace(KeySpec.of(meta, ["x"], [ascending], na), word=np.dtype(typ.to_pandas_dtype()).name)
+        assert TC.spec_of(pa.schema([("x", typ)]), ["x"], [ascending], na, no_nulls=True) == want
+    n = int(rng.integers(0, 300))
+    if pa.types.is_boolean(typ):
+        values = rng.random(n) < 0.5
+    else:
+        info = np.iinfo(typ.to_pandas_dtype()) if pa.types.is_integer(typ) else None
+        values = rng.integers(info.min, info.max, n, endpoint=True, dtype=typ.to_pandas_dtype()) if info else rng.normal(size=n)
+    whole = pa.array(values, typ)
+    cuts = np.sort(rng.integers(0, n + 1, 3))
+    col = pa.chunked_array([whole.slice(a, b - a) for a, b in zip([0, *cuts], [*cuts, n])], typ)  # empty chunks too
+    for a in [0, int(rng.integers(0, n + 1))]:
+        t = pa.table({"x": col}).slice(a, n - a)
+        got = TC._values(t, "x")
+        assert got.dtype == np.dtype(typ.to_pandas_dtype()) and np.array_equal(got, whole.to_numpy(zero_copy_only=False)[a:])
+
+
+def test_a_sort_by_one_column_of_numbers_imports_no_pandas(tmp_path, rng):
+    """`dsort sort` of Parquet by one column of numbers without nulls runs on Arrow and NumPy
+    alone (pandas' import is a third of such a command on two cores), and its output is pandas'
+    stable sort; a string key still works (through pandas)."""
+    import subprocess
+    import sys
+
+    n = 3000
+    df = pd.DataFrame({"f": rng.choice([np.nan, -0.0, 0.0, 1.5, -np.inf], n), "b": rng.random(n) < 0.5, "row": np.arange(n)})
+    df["s"] = df["row"].astype(str)
+    src = tmp_path / "t.parquet"
+    table = pa.table({c: pa.array(df[c].to_numpy()) for c in df.columns})  # NaN a value, not a null (from_pandas makes it one)
+    pq.write_table(table, src, row_group_size=700)
+    run = (
+        "import sys; from dsort.service import sort_files; "
+        "sort_files(sys.argv[1], sys.argv[2], by=sys.argv[3].split(','), descending=sys.argv[4] == '1', cpu=True, progress=False, "
+        "stream=open('/dev/null', 'w')); print('pandas' in sys.modules)"
+    )
+    for by, descending, pandas in [("f", False, False), ("f", True, False), ("b", True, False), ("s", False, True)]:
+        out = tmp_path / f"out-{by}-{descending}"
+        p = subprocess.run([sys.executable, "-c", run, str(src), str(out), by, str(int(descending))], capture_output=True, text=True)
+        assert p.returncode == 0, p.stderr[-2000:]
+        assert p.stdout.split()[-1] == str(pandas), (by, p.stdout)
+        got = pq.read_table(out).to_pandas()
+        want = df.sort_values(by, ascending=not descending, kind="stable", na_position="last").reset_index(drop=True)
+        pd.testing.assert_frame_equal(got, want, check_dtype=False)
+
+
 @pytest.mark.parametrize("by", [["i"], ["f"], ["s"], ["n"], ["i", "f"], ["s", "i", "f"], ["n", "f"]])
 @pytest.mark.parametrize("descending", [False, True])
 @pytest.mark.parametrize("external", [False, True])

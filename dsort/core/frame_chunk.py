@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 import numpy as np
-import pandas as pd
+from .lazy import pd
 
 from . import chunk, frame_cudf, plan
 from .. import engine as engines

@@ -13,7 +13,7 @@ rows made on the GPU.)
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+from .lazy import pd
 
 
 def is_cudf(frame) -> bool:

@@ -23,8 +23,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import pandas as pd
-from pandas.api import types as pdt
+from .lazy import pd
+from .lazy import pdt
 
 from ..engine import host
 from .errors import Incomparable, UnsupportedType, UnsupportedValue
@@ -414,6 +414,21 @@ class KeySpec:
         word = str(dtype) if dtype is not None and _word_dtype(dtype) else None
         return cls(tuple(by), tuple(ascending), na_position, strings, fixed, word)
 
+    @classmethod
+    def of_word(cls, by, dtype, ascending=True, na_position="last") -> KeySpec:
+        """The spec of sorting by one column ``by`` of NumPy ``dtype`` (numbers or booleans) that
+        holds no missing value, keyed by words (:attr:`word`): what :meth:`of` gives such a column,
+        made from the dtype alone (no meta frame, so no pandas: a Parquet sort by one such column
+        runs on Arrow and NumPy)."""
+        (by,), (ascending,) = normalize([by], [ascending])
+        if na_position not in NA_POSITIONS:
+            raise ValueError(f"na_position must be 'last' or 'first', got {na_position!r}")
+        dtype = np.dtype(dtype)
+        if not _word_dtype(dtype):
+            raise TypeError(f"not a dtype of one word: {dtype}")
+        size = number_word(np.empty(0, dtype))[0].dtype.itemsize
+        return cls((by,), (ascending,), na_position, (False,), (1 + size,), dtype.name)  # a flag byte, then the word (_column_key)
+
     def widths(self, df) -> tuple:
         """The string widths of a partition, one per column (0 for other columns)."""
         w = string_widths(df, [c for c, st in zip(self.by, self.strings) if st])
@@ -454,7 +469,12 @@ class KeySpec:
         :meth:`encode`'s byte rows, as one word: no flag byte, sorted as numbers."""
         if not self.word:
             raise ValueError(f"keys by {list(self.by)} do not fit one word: use encode")
-        x = column(df, self.by[0]).to_numpy(dtype=np.dtype(self.word))
+        return self.words_of(column(df, self.by[0]).to_numpy(dtype=np.dtype(self.word)))
+
+    def words_of(self, x: np.ndarray) -> np.ndarray:
+        """:meth:`words` of the sort column's values ``x`` (a NumPy array; cast to the spec's
+        dtype where it is another), never written."""
+        x = np.asarray(x, dtype=np.dtype(self.word))
         v, na = number_word(x, out=host.empty(len(x), np.uint64) if x.dtype.kind in "iu" else None)
         if v.dtype != np.uint64 or np.may_share_memory(v, x):  # a copy, once: the partition's own data is never written
             v = host.copy(v, np.uint64)

@@ -20,7 +20,7 @@ them.
 from __future__ import annotations
 
 import numpy as np
-import pandas as pd
+from .lazy import pd
 
 
 SAMPLE = 20  # values of an object column whose sizes stand for all of its values (Wired.__sizeof__)

@@ -45,17 +45,14 @@ def spec_of(schema, by, ascending, na_position, no_nulls: bool = False) -> KeySp
     type it does not order, before any data is read. ``no_nulls``: the tables hold no null in the
     key columns, so one column of integers, floats or booleans is keyed by words
     (:meth:`KeySpec.words`), which sort as numbers."""
-    from dataclasses import replace
-
-    spec = KeySpec.of(key_frame(schema.empty_table(), by), list(by), list(ascending), na_position)
-    if no_nulls and len(spec.by) == 1:
-        typ = schema.field(spec.by[0]).type
-        dtype = typ.to_pandas_dtype() if _numbers(typ) else None
-        spec = replace(spec, word=np.dtype(dtype).name) if dtype is not None else spec
-    return spec
+    if no_nulls and len(by) == 1 and numbers(schema.field(by[0]).type):
+        return KeySpec.of_word(by[0], schema.field(by[0]).type.to_pandas_dtype(), ascending[0], na_position)
+    return KeySpec.of(key_frame(schema.empty_table(), by), list(by), list(ascending), na_position)
 
 
-def _numbers(typ) -> bool:
+def numbers(typ) -> bool:
+    """Whether an Arrow type is of integers, floats (32 or 64 bits) or booleans: ordered, and
+    keyed by words where no value is missing."""
     import pyarrow.types as t
 
     return t.is_integer(typ) or t.is_boolean(typ) or t.is_float32(typ) or t.is_float64(typ)
@@ -67,7 +64,8 @@ def take(table, order):
     call anyway)."""
     import pyarrow as pa
 
-    idx = pa.array(np.asarray(order, np.int64))
+    order = np.ascontiguousarray(order, np.int64)
+    idx = pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])  # no copy (pa.array of NumPy imports pandas)
     cols = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in table.columns]
     return pa.Table.from_arrays([_take_column(c, idx) for c in cols], schema=table.schema)
 
@@ -93,11 +91,29 @@ def sort_part(table, spec: KeySpec, device=None) -> Sorted:
     spec says so (:attr:`KeySpec.word`: the caller knows the one key column holds no nulls) and
     the sort is on the host, else by byte rows."""
     if spec.word and device is None:
-        keys, widths, kinds = spec.words(key_frame(table, spec.by)), (0,), ()
+        keys, widths, kinds = spec.words_of(_values(table, spec.by[0])), (0,), ()
     else:
         keys, widths, kinds = spec.encode_part(key_frame(table, spec.by))
     order = FC._argsort(keys, device)
     return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds)
+
+
+def _values(table, name) -> np.ndarray:
+    """Column ``name`` of a table (integers, floats or booleans, no null: :func:`numbers`) as NumPy
+    values, read from its buffers (Arrow's ``to_numpy`` imports pandas); no copy where the column
+    is one chunk of numbers."""
+    col = table.column(name)
+    dtype = np.dtype(col.type.to_pandas_dtype())
+    parts = []
+    for a in col.chunks:
+        n, at = len(a), a.offset
+        if not n:
+            continue
+        if dtype.kind == "b":  # one bit a value
+            parts.append(np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[at : at + n].view(bool))
+        else:
+            parts.append(np.frombuffer(a.buffers()[1], dtype, count=n, offset=at * dtype.itemsize))
+    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dtype)
 
 
 def piece(spec: KeySpec, part: Sorted, p: FC.Plan, cut, t: int, q: int):
@@ -131,9 +147,12 @@ def row_hashes(table) -> np.ndarray:
 
 def summarize(table, spec: KeySpec) -> valsort.Summary:
     """A sorted table's summary: its order checked on keys made again from its own columns (byte
-    rows at its own string widths, whatever the sort keyed by), its checksum and bytes, and its first and last rows' key columns (small
-    pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
+    rows at its own string widths, whatever the sort keyed by; words where the spec keys by
+    words), its checksum and bytes, and its first and last rows' keys: words, else its key columns
+    (small pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
     tables)."""
+    if spec.word:  # words, made again from the column: the first and last keys compare across tables as they are
+        return valsort.summarize(spec.words_of(_values(table, spec.by[0])), checksums=row_hashes(table), nbytes=int(table.nbytes))
     keys, _ = spec.encode(key_frame(table, spec.by))
     s = valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
     if len(table):
@@ -145,11 +164,11 @@ def ends_comparable(summaries, spec: KeySpec) -> list:
     """``summaries`` of consecutive tables (:func:`summarize`) with their first and last rows
     encoded as keys at one string width (the widest of those rows), so
     :func:`dsort.core.valsort.combine` can compare each table's last key with the next one's first."""
+    ends = [s for s in summaries if s.records and s.first_key is not None]
+    if not ends or isinstance(ends[0].first_key, np.ndarray):  # keys already (words): they compare as they are
+        return list(summaries)
     import pandas as pd
 
-    ends = [s for s in summaries if s.records and s.first_key is not None]
-    if not ends:
-        return list(summaries)
     keys, _ = spec.encode(pd.concat([x for s in ends for x in (s.first_key, s.last_key)], ignore_index=True))
     for i, s in enumerate(ends):
         s.first_key, s.last_key = keys[2 * i : 2 * i + 1], keys[2 * i + 1 : 2 * i + 2]
