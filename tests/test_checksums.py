@@ -107,8 +107,12 @@ def test_a_forked_child_never_shares_the_parents_checksum_process(tmp_path, rng)
     items, want = _file_and_sums(tmp_path / "f.bin", rng)
     checksums.start_apart()
     parent = checksums._helper()
-    with multiprocessing.get_context("fork").Pool(2) as pool:
-        got = pool.starmap(checksums.sums_apart, [(items * k, 2) for k in (1, 2, 3, 4)])
+    pool = multiprocessing.get_context("fork").Pool(2)
+    try:
+        got = pool.starmap_async(checksums.sums_apart, [(items * k, 2) for k in (1, 2, 3, 4)]).get(timeout=120)
+    finally:  # the workers end on their own: a SIGTERM (the pool's terminate) once left one waiting forever on a CI run
+        pool.close()
+        pool.join()
     assert got == [want * k for k in (1, 2, 3, 4)]
     assert checksums._helper() is parent and checksums.sums_apart(items * 3, 2) == want * 3
 
