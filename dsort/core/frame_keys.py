@@ -23,8 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from .lazy import pd
-from .lazy import pdt
+from .lazy import pd, pdt
 
 from ..engine import host
 from .errors import Incomparable, UnsupportedType, UnsupportedValue

@@ -9,7 +9,6 @@ a command. The modules of frames (:mod:`.frame_keys`, :mod:`.frame_chunk`, ...) 
 from __future__ import annotations
 
 import importlib
-import sys
 
 
 class LazyModule:
@@ -21,8 +20,7 @@ class LazyModule:
     def __getattr__(self, attr):
         if attr.startswith("__"):  # copy, pickle and introspection: not the module's own
             raise AttributeError(attr)
-        module = sys.modules.get(self._name) or importlib.import_module(self._name)
-        return getattr(module, attr)
+        return getattr(importlib.import_module(self._name), attr)
 
     def __repr__(self) -> str:
         return f"<module {self._name!r}, imported at first use>"

@@ -164,11 +164,11 @@ def ends_comparable(summaries, spec: KeySpec) -> list:
     """``summaries`` of consecutive tables (:func:`summarize`) with their first and last rows
     encoded as keys at one string width (the widest of those rows), so
     :func:`dsort.core.valsort.combine` can compare each table's last key with the next one's first."""
-    ends = [s for s in summaries if s.records and s.first_key is not None]
-    if not ends or isinstance(ends[0].first_key, np.ndarray):  # keys already (words): they compare as they are
-        return list(summaries)
     import pandas as pd
 
+    ends = [s for s in summaries if s.records and s.first_key is not None]
+    if not ends:
+        return list(summaries)
     keys, _ = spec.encode(pd.concat([x for s in ends for x in (s.first_key, s.last_key)], ignore_index=True))
     for i, s in enumerate(ends):
         s.first_key, s.last_key = keys[2 * i : 2 * i + 1], keys[2 * i + 1 : 2 * i + 2]

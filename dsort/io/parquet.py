@@ -29,6 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
+
 from ..core.lazy import pd
 
 from ..collections import tasks
@@ -197,7 +199,7 @@ def comparable(summaries, by, ascending, na_position) -> list:
     from ..core.frame_keys import KeySpec
 
     ends = [s for s in summaries if s.records and s.first_key is not None]
-    if not ends or not hasattr(ends[0].first_key, "columns"):  # keys already (words: summarize's), not frames
+    if not ends or isinstance(ends[0].first_key, np.ndarray):  # keys already (words: summarize's), not frames
         return list(summaries)
     return TC.ends_comparable(summaries, KeySpec.of(ends[0].first_key, list(by), list(ascending), na_position))
 
