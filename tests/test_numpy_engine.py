@@ -155,3 +155,28 @@ def test_wide_byte_keys_by_their_first_word_then_mended(rng, width, case, descen
         rows = np.concatenate([r[_reference(r, descending)] for r in np.array_split(rows, 7)])
     got = E.argsort(rows.view(f"S{width}").reshape(-1), descending=descending)
     assert got.tolist() == _reference(rows, descending)
+
+
+@pytest.mark.parametrize("odd", [False, True])
+@pytest.mark.parametrize("descending", [False, True])
+def test_wide_keys_by_the_first_eight_bytes_that_vary(rng, odd, descending):
+    """Keys of two columns as a frame writes them (a flag byte, an int of few values, a flag, a
+    float): more than eight byte columns vary, but the first eight bytes hold the few ints'
+    values alone. The word is of the first eight columns that vary (equal ones skipped, one that
+    differs in a single row kept), its order never contradicts the keys', and the argsort is
+    memcmp's, stable."""
+    n = 20000
+    rows = np.zeros((n, 14), np.uint8)
+    rows[:, 3:5] = rng.integers(0, 4, (n, 2), dtype=np.uint8)  # the int's low bytes: few values
+    rows[:, 6:14] = rng.integers(0, 256, (n, 8), dtype=np.uint8)  # the float's bytes
+    rows[rng.integers(0, n, n // 10), 6:14] = rows[0, 6:14]  # and ties
+    if odd:
+        rows[int(rng.integers(1, n)), 1] = 1  # a byte that varies in one row only: a sparse look misses it
+    s = rows.view("S14").reshape(-1)
+    word = E._varying_word(s)
+    cols = ([1] if odd else []) + [3, 4, 6, 7, 8, 9, 10, 11, 12, 13][: 8 - odd]
+    expected = np.zeros(n, np.uint64)
+    for j in cols:
+        expected = (expected << np.uint64(8)) | rows[:, j].astype(np.uint64)
+    np.testing.assert_array_equal(word, expected)
+    assert E.argsort(s, descending=descending).tolist() == _reference(rows, descending)

@@ -121,8 +121,15 @@ def _nan_high(dtype, descending: bool, na_first: bool) -> bool:
     """Whether a float column's NaN that is not missing takes the highest word (else the lowest),
     before the words are inverted for a descending column, so that it sorts where pandas puts it: a
     nullable float's (``Float64``) as a value above +inf (last ascending, first descending); an
-    Arrow float's as pyarrow orders it, beside the missing values, between them and the values."""
-    return na_first == descending if isinstance(dtype, pd.ArrowDtype) else True
+    Arrow float's as pyarrow orders it (:func:`nan_high`)."""
+    return nan_high(descending, na_first) if isinstance(dtype, pd.ArrowDtype) else True
+
+
+def nan_high(descending: bool, na_first: bool) -> bool:
+    """Whether an Arrow float's NaN (a value, not missing) takes the highest word, else the lowest,
+    before the words are inverted for a descending column: beside the missing values, between
+    them and the other values, as pyarrow orders it."""
+    return na_first == descending
 
 
 def number_word(x, xp=np, kind=None, out=None) -> tuple:
@@ -159,20 +166,27 @@ def number_word(x, xp=np, kind=None, out=None) -> tuple:
     return xp.where(na, 0, xp.where(bits & top, ~bits, bits | top)), na
 
 
-def write_number_keys(spec, columns, out, xp, kinds=None, missing=None) -> None:
+def write_number_keys(spec, columns, out, xp, kinds=None, missing=None, nan_high=None) -> None:
     """The keys of ``spec`` (all its columns numbers, booleans, datetimes or durations of NumPy
     dtypes, given as arrays of ``xp``, one per ``spec.by`` column; ``kinds``: their NumPy kinds
     where an array holds other words, see :func:`number_word`) written into the first
     ``spec.width(())`` bytes of every row of ``out`` (``(n, width)`` uint8 of ``xp``), as
     :meth:`KeySpec.encode` writes them on the host: byte slices, for arrays on a GPU.
     ``missing``: per column, None or a boolean array of the rows whose value is missing (a null,
-    as pandas' ``NA`` of a nullable column: its value in ``columns`` is ignored)."""
+    as pandas' ``NA`` of a nullable column: its value in ``columns`` is ignored). ``nan_high``:
+    per column, None where a float's NaN is missing (NumPy's, pandas' own floats), else whether
+    NaN, a value there (an Arrow float's), takes the highest word or the lowest
+    (:func:`nan_high`)."""
     na_first, at = spec.na_position == "first", 0
     none = [None] * len(columns)
-    for x, ascending, kind, gone in zip(columns, spec.ascending, kinds or none, missing or none):
+    for x, ascending, kind, gone, high in zip(columns, spec.ascending, kinds or none, missing or none, nan_high or none):
         word, na = number_word(x, xp, kind)
         size = word.dtype.itemsize
-        if gone is not None:
+        if high is not None and (kind or x.dtype.kind) == "f":  # NaN a value, not missing: its word is 0 (number_word's), else the highest
+            nan = na if gone is None else na & ~gone
+            word = xp.where(nan, xp.array(np.iinfo(word.dtype).max, dtype=word.dtype), word) if high else word
+            na = xp.zeros(len(x), dtype=bool) if gone is None else gone
+        elif gone is not None:
             na = na | gone
         if not ascending:
             word = ~word
@@ -419,14 +433,23 @@ class KeySpec:
         holds no missing value, keyed by words (:attr:`word`): what :meth:`of` gives such a column,
         made from the dtype alone (no meta frame, so no pandas: a Parquet sort by one such column
         runs on Arrow and NumPy)."""
-        (by,), (ascending,) = normalize([by], [ascending])
+        return cls.of_numbers([by], [dtype], [ascending], na_position, word=True)
+
+    @classmethod
+    def of_numbers(cls, by, dtypes, ascending=True, na_position="last", word: bool = False) -> KeySpec:
+        """The spec of sorting by columns ``by`` of NumPy ``dtypes`` (numbers or booleans: of an
+        Arrow table, say, whose keys :func:`write_number_keys` writes), what :meth:`of` gives
+        such columns, made from the dtypes alone (no meta frame, so no pandas); ``word``: one
+        column that holds no missing value, keyed by words (:attr:`word`)."""
+        by, ascending = normalize(list(by), ascending)
         if na_position not in NA_POSITIONS:
             raise ValueError(f"na_position must be 'last' or 'first', got {na_position!r}")
-        dtype = np.dtype(dtype)
-        if not _word_dtype(dtype):
-            raise TypeError(f"not a dtype of one word: {dtype}")
-        size = number_word(np.empty(0, dtype))[0].dtype.itemsize
-        return cls((by,), (ascending,), na_position, (False,), (1 + size,), dtype.name)  # a flag byte, then the word (_column_key)
+        dtypes = [np.dtype(d) for d in dtypes]
+        bad = [str(d) for d in dtypes if not _word_dtype(d)]
+        if bad or len(dtypes) != len(by) or (word and len(by) != 1):
+            raise TypeError(f"not one dtype of one word per column: {', '.join(map(str, dtypes))}")
+        fixed = tuple(1 + number_word(np.empty(0, d))[0].dtype.itemsize for d in dtypes)  # a flag byte, then the word (_column_key)
+        return cls(tuple(by), tuple(ascending), na_position, (False,) * len(by), fixed, dtypes[0].name if word else None)
 
     def widths(self, df) -> tuple:
         """The string widths of a partition, one per column (0 for other columns)."""

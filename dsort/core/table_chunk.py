@@ -1,9 +1,10 @@
 """Per-task functions of the columnar sort of Arrow tables (Parquet row groups): what one task does,
 as :mod:`dsort.core.frame_chunk` is for pandas frames. No dask, no files.
 
-Only the key columns are encoded (:class:`~dsort.core.frame_keys.KeySpec`, over a zero-copy
-pandas view of them) and sorted by the engine; every column, of any Arrow type (lists, structs,
-maps, decimals, dictionaries, strings), moves by Arrow's vectorized ``take``, never row by row.
+Only the key columns are encoded (:class:`~dsort.core.frame_keys.KeySpec`: columns of numbers
+from their Arrow buffers, others over a zero-copy pandas view of them) and sorted by the engine;
+every column, of any Arrow type (lists, structs, maps, decimals, dictionaries, strings), moves by
+Arrow's vectorized ``take``, never row by row.
 A sorted part (:class:`Sorted`) holds its rows in key order and their keys; the plan, samples,
 windows and exact cuts are the dataframe sort's (:mod:`dsort.core.frame_chunk`), which read a
 part's keys alone. Each output then takes its slice of every part (zero-copy) and merges them by
@@ -18,7 +19,7 @@ import numpy as np
 
 from .. import engine as engines
 from . import arrow_hash, frame_chunk as FC, valsort
-from .frame_keys import KeySpec
+from .frame_keys import KeySpec, nan_high, write_number_keys
 
 
 @dataclass
@@ -42,12 +43,34 @@ def key_frame(table, by):
 
 def spec_of(schema, by, ascending, na_position, no_nulls: bool = False) -> KeySpec:
     """The key of sorting tables of ``schema`` by ``by``; raises ``TypeError`` on a column whose
-    type it does not order, before any data is read. ``no_nulls``: the tables hold no null in the
-    key columns, so one column of integers, floats or booleans is keyed by words
-    (:meth:`KeySpec.words`), which sort as numbers."""
-    if no_nulls and len(by) == 1 and numbers(schema.field(by[0]).type):
-        return KeySpec.of_word(by[0], schema.field(by[0]).type.to_pandas_dtype(), ascending[0], na_position)
+    type it does not order, before any data is read. Columns of integers, floats or booleans
+    alone: made without pandas (:meth:`KeySpec.of_numbers`), their keys written from Arrow's
+    buffers (:func:`number_keys`). ``no_nulls``: the tables hold no null in the key columns, so
+    one such column is keyed by words (:meth:`KeySpec.words`), which sort as numbers."""
+    if all(numbers(schema.field(c).type) for c in by):
+        dtypes = [schema.field(c).type.to_pandas_dtype() for c in by]
+        return KeySpec.of_numbers(by, dtypes, list(ascending), na_position, word=no_nulls and len(by) == 1)
     return KeySpec.of(key_frame(schema.empty_table(), by), list(by), list(ascending), na_position)
+
+
+def number_keys(table, spec: KeySpec) -> np.ndarray:
+    """The byte-row keys of a table whose ``spec.by`` columns are all numbers (:func:`numbers`),
+    written from their Arrow buffers (:func:`~dsort.core.frame_keys.write_number_keys`): the bytes
+    :meth:`KeySpec.encode` gives the same columns through pandas (nulls missing, a float's NaN a
+    value beside them, as pyarrow orders it), without pandas or a copy of the columns."""
+    out = np.empty((len(table), spec.width(())), np.uint8)
+    na_first = spec.na_position == "first"
+    columns = [_values(table, c) for c in spec.by]
+    missing = [_nulls(table.column(c)) for c in spec.by]
+    high = [nan_high(not a, na_first) for a in spec.ascending]
+    write_number_keys(spec, columns, out, np, missing=missing, nan_high=high)
+    return out
+
+
+def of_numbers(table, spec: KeySpec) -> bool:
+    """Whether ``table``'s key columns are all numbers (:func:`numbers`): their keys are written
+    from Arrow (:func:`number_keys`)."""
+    return all(numbers(table.schema.field(c).type) for c in spec.by)
 
 
 def numbers(typ) -> bool:
@@ -92,10 +115,27 @@ def sort_part(table, spec: KeySpec, device=None) -> Sorted:
     the sort is on the host, else by byte rows."""
     if spec.word and device is None:
         keys, widths, kinds = spec.words_of(_values(table, spec.by[0])), (0,), ()
+    elif of_numbers(table, spec):
+        keys, widths, kinds = number_keys(table, spec), (0,) * len(spec.by), ((),) * len(spec.by)
     else:
         keys, widths, kinds = spec.encode_part(key_frame(table, spec.by))
     order = FC._argsort(keys, device)
     return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds)
+
+
+def _nulls(col) -> np.ndarray | None:
+    """Where an Arrow column (chunked) holds nulls, from its validity bitmaps; None where it holds none."""
+    if not col.null_count:
+        return None
+    parts = []
+    for a in col.chunks:
+        n, at = len(a), a.offset
+        valid = a.buffers()[0]
+        if valid is None:
+            parts.append(np.zeros(n, bool))
+        else:
+            parts.append(~np.unpackbits(np.frombuffer(valid, np.uint8), bitorder="little")[at : at + n].view(bool))
+    return np.concatenate(parts) if len(parts) != 1 else parts[0]
 
 
 def _values(table, name) -> np.ndarray:
@@ -151,8 +191,9 @@ def summarize(table, spec: KeySpec) -> valsort.Summary:
     words), its checksum and bytes, and its first and last rows' keys: words, else its key columns
     (small pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
     tables)."""
-    if spec.word:  # words, made again from the column: the first and last keys compare across tables as they are
-        return valsort.summarize(spec.words_of(_values(table, spec.by[0])), checksums=row_hashes(table), nbytes=int(table.nbytes))
+    if spec.word or of_numbers(table, spec):  # words or byte rows of numbers: the first and last keys compare across tables as they are
+        keys = spec.words_of(_values(table, spec.by[0])) if spec.word else number_keys(table, spec)
+        return valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
     keys, _ = spec.encode(key_frame(table, spec.by))
     s = valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
     if len(table):
