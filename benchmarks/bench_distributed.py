@@ -81,6 +81,21 @@ def run_total(client, result):
     return total, phase_split(ts.data, t0, t0 + total), out, ts.data
 
 
+def gpu_free(client) -> str:
+    """Each worker's GPU memory free (GiB, CUDA's count: CuPy's pool holds its free blocks), in worker order."""
+
+    def free():
+        try:
+            import cupy
+
+            return round(cupy.cuda.runtime.memGetInfo()[0] / 2**30, 1)
+        except Exception:  # no GPU on this worker
+            return None
+
+    got = client.run(free)
+    return " ".join(str(got[w]) for w in sorted(got))
+
+
 def check_sorted(client, out, n):
     """Every chunk sorted and chunk ends in order, checked on the workers (only ends travel)."""
     import dask
@@ -107,8 +122,9 @@ def make_keys(n, chunk, seed=0):
 
 def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol="tcp", repeat=3, show=False):
     """Rows for both strategies on keys ``x`` (persisted), sorted with ``dsort.sort(device=...)``:
-    the median of ``repeat`` runs (the first one's result checked); with ``show``, the median
-    run's task groups (:func:`timeline`)."""
+    the median of ``repeat`` runs (the first one's result checked); with ``show``, each worker's
+    free GPU memory after each run, and the first, median and slowest runs' task groups
+    (:func:`timeline`)."""
     rows = []
     for strategy in strategies:
         result = dsort.sort(x, strategy=strategy, device=device)
@@ -123,9 +139,13 @@ def bench_dsort(client, x, n, label, workers, strategies, device=None, protocol=
                 check_sorted(client, out, n)
             del out
             runs.append((total, phases, stream, since, time.time()))
-        median = sorted(runs, key=lambda r: r[0])[len(runs) // 2]
+            if show:  # what each worker's GPU has left after each run (runs or results kept would show here)
+                print(f"-- run {i}: {total:.3f} s; GPU memory free per worker (GiB): {gpu_free(client)}", flush=True)
+        ordered = sorted(runs, key=lambda r: r[0])
+        median = ordered[len(runs) // 2]
         total, phases = median[:2]
-        for which, r in (("first", runs[0]), ("median", median)) if show else ():
+        shown = [("first", runs[0]), ("median", median)] + ([("slowest", ordered[-1])] if ordered[-1] is not median else [])
+        for which, r in shown if show else ():
             timeline(f"{label} on {workers} workers, {strategy}, {which} run, {r[0]:.3f} s", r[2])
             stages(client, r[3], r[4])
         rows.append(
