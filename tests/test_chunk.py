@@ -4,6 +4,7 @@ stable sort of the whole."""
 import numpy as np
 import pytest
 
+from .conftest import HAS_GPU
 from dsort.core import chunk, plan
 
 NA = ["last", "first"]
@@ -152,6 +153,35 @@ def test_merge_order_positions_index_the_concatenation(rng, na_position):
     np.testing.assert_array_equal(merged, cat[order])
     one, pos = chunk.merge_order(keys[:1], False, na_position)
     np.testing.assert_array_equal(pos, np.arange(5))
+
+
+ON_GPU = pytest.param("gpu", marks=[pytest.mark.gpu, pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")])
+
+
+@pytest.mark.parametrize("where", ["cpu", ON_GPU])
+@pytest.mark.parametrize("descending", [False, True])
+@pytest.mark.parametrize("na_position", NA)
+@pytest.mark.parametrize("pairwise", [1, 1 << 30])
+def test_merge_keys_is_the_stable_merge_bit_for_bit(rng, monkeypatch, where, descending, na_position, pairwise):
+    """Keys alone merged (pairwise on a GPU from ``PAIRWISE_KEYS`` keys a slice, else the stable
+    sort of the concatenation): the concatenation in stable order, bit for bit (-0.0 and 0.0 tie
+    and keep their slice order), for 1 to 5 slices, empty ones among them."""
+    monkeypatch.setattr(chunk, "PAIRWISE_KEYS", pairwise)
+    for count in range(1, 6):
+        keys = []
+        for _ in range(count):
+            x = rng.choice([-0.0, 0.0, 1.5, -2.0, np.inf, np.nan], int(rng.integers(0, 40)))
+            keys.append(x[_stable_order(x, descending, na_position)])
+        cat = np.concatenate(keys)
+        want = cat[_stable_order(cat, descending, na_position)]
+        given = keys
+        if where == "gpu":
+            import cupy
+
+            given = [cupy.asarray(k) for k in keys]
+        got = chunk.merge_keys(given, descending, na_position)
+        got = got.get() if where == "gpu" else got
+        np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
 
 
 def test_sample_takes_the_runs_regular_positions():

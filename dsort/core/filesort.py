@@ -582,12 +582,13 @@ def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
         watch.lap("read runs")
     if not slices:
         return None
-    keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
-    if len(slices) == 1 and not lay.payload:  # the slice itself: a view of a run (a file's mapping, read-only)
-        keys = keys.copy()
-    if lay.payload:
+    if lay.payload:  # the keys' positions carry the payload
+        keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
         rows = engines.take_rows(engines.get(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
     else:
+        keys = chunk.merge_keys([lay.keys(s) for s in slices], job.descending, job.na_position)
+        if len(slices) == 1:  # the slice itself: a view of a run (a file's mapping, read-only)
+            keys = keys.copy()
         rows = keys if lay.dtype is None else lay.rows_of(keys)
     sync(gpu)
     store.release(items)  # every row copied: the runs' mapped pages leave this process
