@@ -339,6 +339,42 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     assert config.job not in R._watched
 
 
+@pytest.mark.gpu
+def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatch):
+    """Sorts back to back: the last job's shared runs, its directory gone but its store not yet
+    closed by the watcher, are freed by the next run that needs their room (within
+    RECLAIM_SECONDS), which then stays on the GPU; where the room is not there even then, the
+    run goes on to a file after the wait."""
+    from .conftest import HAS_GPU
+
+    if not HAS_GPU:
+        pytest.skip("no CUDA device")
+    import shutil
+    import time
+
+    import cupy
+
+    monkeypatch.setattr(R, "WATCH_SECONDS", 60.0)  # the watcher frees nothing in this test's time
+    time.sleep(0.3)  # a watcher asleep for the old period wakes and sleeps for the new one
+    cupy.get_default_memory_pool().free_all_blocks()
+    nbytes = 1 << 28
+    free, total = cupy.cuda.runtime.memGetInfo()
+    fraction = (total - free + 1.5 * nbytes) / total  # room for one run of nbytes, not for two
+    last = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "last"), 8, shared_fraction=fraction)
+    assert R.store(last).put(0, cupy.zeros((nbytes // 8, 8), np.uint8)).tier == "shared"
+    shutil.rmtree(last.directory)  # the last job is over: its store still holds its run
+    assert last.job in R._stores
+    nxt = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "next"), 8, shared_fraction=fraction)
+    since = time.monotonic()
+    assert R.store(nxt).put(0, cupy.ones((nbytes // 8, 8), np.uint8)).tier == "shared"
+    assert last.job not in R._stores and time.monotonic() - since < R.RECLAIM_SECONDS
+    monkeypatch.setattr(R, "RECLAIM_SECONDS", 0.2)
+    full = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "full"), 8, shared_fraction=fraction)
+    assert R.store(full).put(0, cupy.ones((nbytes // 8, 8), np.uint8)).tier == "disk"  # the next job's run holds the room
+    for c in (nxt, full):
+        R.drop(c.job, c.directory)
+
+
 def test_run_files_are_mapped_once_and_forgotten_when_a_run_is_written_again(tmp_path):
     """A run file read through the store's mapping (read-only views), then written again as a new
     file at the same path (a run made again): the next read sees the new rows, never the old

@@ -264,7 +264,7 @@ class RunStore:
         self._unreserve(index)  # a run put again (made again, or by a new compute): its old bytes no longer held
         if dev.is_device_array(rows):
             gpu = rows.device.id
-            if cfg.shared_fraction and nbytes and ipc.room(gpu, nbytes, cfg.shared_fraction) and self._within_shared(gpu, nbytes, index):
+            if cfg.shared_fraction and nbytes and _room(gpu, nbytes, cfg.shared_fraction) and self._within_shared(gpu, nbytes, index):
                 _watch(self)  # first: the job's directory made, this store kept until it is gone
                 got = ipc.share(rows)
                 if got is not None:
@@ -809,7 +809,7 @@ def _get_or_make(config: StoreConfig) -> tuple:
 
 _watched: dict[str, str] = {}  # job -> its directory, for the jobs whose shared runs this process holds
 _watch_lock = threading.RLock()  # taken again by a store the watcher closes (free_shared)
-WATCH_SECONDS = 0.25
+WATCH_SECONDS = 0.05
 
 
 def _watch(s: RunStore) -> None:
@@ -846,13 +846,43 @@ def _free_finished() -> None:
     while True:
         time.sleep(WATCH_SECONDS)
         with _watch_lock:  # a run put meanwhile registers under this lock, after its directory exists
-            for j in [j for j, d in _watched.items() if not os.path.isdir(d)]:
-                del _watched[j]
-                drop(j)
-            _pending[:] = [(d, arrays) for d, arrays in _pending if _holders(d)]
-            if not (_watched or _pending):
+            if not _free_pass():
                 _watcher.clear()
                 return
+
+
+def _free_pass() -> bool:
+    """One look of the watcher: the stores of jobs whose directory is gone closed, the shared runs
+    that no other process holds any longer freed; whether anything is left to watch."""
+    with _watch_lock:
+        for j in [j for j, d in _watched.items() if not os.path.isdir(d)]:
+            del _watched[j]
+            drop(j)
+        _pending[:] = [(d, arrays) for d, arrays in _pending if _holders(d)]
+        return bool(_watched or _pending)
+
+
+RECLAIM_SECONDS = 3.0  # how long a run waits at most for the shared runs of jobs just over to be freed
+
+
+def _room(gpu: int, nbytes: int, fraction: float) -> bool:
+    """Whether GPU ``gpu`` has room for ``nbytes`` more of shared runs (:func:`ipc.room`), waiting
+    up to :data:`RECLAIM_SECONDS` while this process holds shared runs of jobs that are over: their
+    stores closed and their runs freed here as soon as the other processes unmap them (each looks
+    every :data:`WATCH_SECONDS`). Sorts run back to back would otherwise find the last one's runs
+    still there, and put theirs in host memory or files (a 2^32-key sort on 4 GPUs: 1.7 s where
+    0.45 s)."""
+    deadline = time.monotonic() + RECLAIM_SECONDS
+    while True:
+        if ipc.room(gpu, nbytes, fraction):
+            return True
+        with _watch_lock:
+            over = _pending or any(not os.path.isdir(d) for d in _watched.values())
+            if over:
+                _free_pass()
+        if not over or time.monotonic() >= deadline:
+            return ipc.room(gpu, nbytes, fraction) if over else False
+        time.sleep(WATCH_SECONDS / 5)
 
 
 # -- other processes' runs mapped here: held until this process's store of the job closes -------
