@@ -356,21 +356,23 @@ def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatc
 
     monkeypatch.setattr(R, "WATCH_SECONDS", 60.0)  # the watcher frees nothing in this test's time
     time.sleep(0.3)  # a watcher asleep for the old period wakes and sleeps for the new one
-    cupy.get_default_memory_pool().free_all_blocks()
     nbytes = 1 << 28
+    rows = [cupy.full((nbytes // 8, 8), i, np.uint8) for i in range(3)]  # the three runs' rows, made first
+    cupy.cuda.Device().synchronize()
     free, total = cupy.cuda.runtime.memGetInfo()
-    fraction = (total - free + 1.5 * nbytes) / total  # room for one run of nbytes, not for two
+    used = total - free - cupy.get_default_memory_pool().free_bytes()
+    fraction = (used + 1.5 * nbytes) / total  # room for one shared copy of nbytes, not for two
     last = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "last"), 8, shared_fraction=fraction)
-    assert R.store(last).put(0, cupy.zeros((nbytes // 8, 8), np.uint8)).tier == "shared"
+    assert R.store(last).put(0, rows[0]).tier == "shared"
     shutil.rmtree(last.directory)  # the last job is over: its store still holds its run
     assert last.job in R._stores
     nxt = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "next"), 8, shared_fraction=fraction)
     since = time.monotonic()
-    assert R.store(nxt).put(0, cupy.ones((nbytes // 8, 8), np.uint8)).tier == "shared"
+    assert R.store(nxt).put(0, rows[1]).tier == "shared"
     assert last.job not in R._stores and time.monotonic() - since < R.RECLAIM_SECONDS
     monkeypatch.setattr(R, "RECLAIM_SECONDS", 0.2)
     full = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "full"), 8, shared_fraction=fraction)
-    assert R.store(full).put(0, cupy.ones((nbytes // 8, 8), np.uint8)).tier == "disk"  # the next job's run holds the room
+    assert R.store(full).put(0, rows[2]).tier == "disk"  # the next job's run holds the room
     for c in (nxt, full):
         R.drop(c.job, c.directory)
 
