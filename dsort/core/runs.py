@@ -863,6 +863,7 @@ def _free_pass() -> bool:
 
 
 RECLAIM_SECONDS = 3.0  # how long a run waits at most for the shared runs of jobs just over to be freed
+RECLAIM_POLL = 0.01  # and how often it looks again meanwhile
 
 
 def _room(gpu: int, nbytes: int, fraction: float) -> bool:
@@ -873,16 +874,20 @@ def _room(gpu: int, nbytes: int, fraction: float) -> bool:
     still there, and put theirs in host memory or files (a 2^32-key sort on 4 GPUs: 1.7 s where
     0.45 s)."""
     deadline = time.monotonic() + RECLAIM_SECONDS
+    if ipc.room(gpu, nbytes, fraction):
+        return True
     while True:
-        if ipc.room(gpu, nbytes, fraction):
-            return True
         with _watch_lock:
             over = _pending or any(not os.path.isdir(d) for d in _watched.values())
             if over:
                 _free_pass()
-        if not over or time.monotonic() >= deadline:
-            return ipc.room(gpu, nbytes, fraction) if over else False
-        time.sleep(WATCH_SECONDS / 5)
+        if not over:
+            return False
+        if ipc.room(gpu, nbytes, fraction):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(RECLAIM_POLL)
 
 
 # -- other processes' runs mapped here: held until this process's store of the job closes -------
