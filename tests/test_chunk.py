@@ -166,6 +166,8 @@ def test_merge_keys_is_the_stable_merge_bit_for_bit(rng, monkeypatch, where, des
     """Keys alone merged (pairwise on a GPU from ``PAIRWISE_KEYS`` keys a slice, else the stable
     sort of the concatenation): the concatenation in stable order, bit for bit (-0.0 and 0.0 tie
     and keep their slice order), for 1 to 5 slices, empty ones among them."""
+    if where == "cpu" and pairwise == 1:
+        pytest.skip("the CPU merges by one stable sort whatever PAIRWISE_KEYS says")
     monkeypatch.setattr(chunk, "PAIRWISE_KEYS", pairwise)
     for count in range(1, 6):
         keys = []

@@ -5,6 +5,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -342,9 +343,9 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
 @pytest.mark.gpu
 def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatch):
     """Sorts back to back: the last job's shared runs, its directory gone but its store not yet
-    closed by the watcher, are freed by the next run that needs their room (within
-    RECLAIM_SECONDS), which then stays on the GPU; where the room is not there even then, the
-    run goes on to a file after the wait."""
+    closed by the watcher (held off here by its lock), are freed by the next run that needs their
+    room, which then stays on the GPU. Where another process still maps the runs of a job that is
+    over, a run waits RECLAIM_SECONDS for them, then goes on to a file."""
     from .conftest import HAS_GPU
 
     if not HAS_GPU:
@@ -354,27 +355,37 @@ def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatc
 
     import cupy
 
-    monkeypatch.setattr(R, "WATCH_SECONDS", 60.0)  # the watcher frees nothing in this test's time
-    time.sleep(0.3)  # a watcher asleep for the old period wakes and sleeps for the new one
     nbytes = 1 << 28
-    rows = [cupy.full((nbytes // 8, 8), i, np.uint8) for i in range(3)]  # the three runs' rows, made first
+    rows = [cupy.full((nbytes // 8, 8), i, np.uint8) for i in range(3)]  # the runs' rows, made first
     cupy.cuda.Device().synchronize()
     free, total = cupy.cuda.runtime.memGetInfo()
     used = total - free - cupy.get_default_memory_pool().free_bytes()
     fraction = (used + 1.5 * nbytes) / total  # room for one shared copy of nbytes, not for two
-    last = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "last"), 8, shared_fraction=fraction)
-    assert R.store(last).put(0, rows[0]).tier == "shared"
-    shutil.rmtree(last.directory)  # the last job is over: its store still holds its run
-    assert last.job in R._stores
-    nxt = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "next"), 8, shared_fraction=fraction)
-    since = time.monotonic()
-    assert R.store(nxt).put(0, rows[1]).tier == "shared"
-    assert last.job not in R._stores and time.monotonic() - since < R.RECLAIM_SECONDS
-    monkeypatch.setattr(R, "RECLAIM_SECONDS", 0.2)
-    full = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "full"), 8, shared_fraction=fraction)
-    assert R.store(full).put(0, rows[2]).tier == "disk"  # the next job's run holds the room
-    for c in (nxt, full):
-        R.drop(c.job, c.directory)
+    configs = [R.StoreConfig(uuid.uuid4().hex, str(tmp_path / name), 8, shared_fraction=fraction) for name in ("last", "next", "held")]
+    last, nxt, held = configs
+    mark = None
+    try:
+        with R._watch_lock:  # the watcher thread waits: only the put can free the last job's run
+            assert R.store(last).put(0, rows[0]).tier == "shared"
+            shutil.rmtree(last.directory)  # the last job is over: its store still holds its run
+            assert last.job in R._stores
+            assert R.store(nxt).put(0, rows[1]).tier == "shared"
+            assert last.job not in R._stores
+            # the next job is over too, but another living process maps its run: it stays, and a run
+            # of a third job waits for it, then goes to a file
+            mark = Path(f"{nxt.directory}.holds") / f"{os.getpid()}-another"
+            mark.parent.mkdir(parents=True, exist_ok=True)
+            mark.touch()
+            shutil.rmtree(nxt.directory)
+            monkeypatch.setattr(R, "RECLAIM_SECONDS", 0.3)
+            since = time.monotonic()
+            assert R.store(held).put(0, rows[2]).tier == "disk"
+            assert time.monotonic() - since >= 0.3
+    finally:
+        if mark is not None:
+            mark.unlink(missing_ok=True)
+        for c in configs:
+            R.drop(c.job, c.directory)
 
 
 def test_run_files_are_mapped_once_and_forgotten_when_a_run_is_written_again(tmp_path):

@@ -131,11 +131,15 @@ def _nulls(col) -> np.ndarray | None:
     for a in col.chunks:
         n, at = len(a), a.offset
         valid = a.buffers()[0]
-        if valid is None:
-            parts.append(np.zeros(n, bool))
-        else:
-            parts.append(~np.unpackbits(np.frombuffer(valid, np.uint8), bitorder="little")[at : at + n].view(bool))
+        parts.append(np.zeros(n, bool) if valid is None else ~_bits(valid, at, n))
     return np.concatenate(parts) if len(parts) != 1 else parts[0]
+
+
+def _bits(buffer, at: int, n: int) -> np.ndarray:
+    """Bits ``at .. at + n`` of an Arrow bitmap (least significant bit first) as booleans; only
+    the bytes that hold them unpacked."""
+    b = np.frombuffer(buffer, np.uint8)[at // 8 : (at + n + 7) // 8]
+    return np.unpackbits(b, bitorder="little")[at % 8 : at % 8 + n].view(bool)
 
 
 def _values(table, name) -> np.ndarray:
@@ -150,7 +154,7 @@ def _values(table, name) -> np.ndarray:
         if not n:
             continue
         if dtype.kind == "b":  # one bit a value
-            parts.append(np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[at : at + n].view(bool))
+            parts.append(_bits(a.buffers()[1], at, n))
         else:
             parts.append(np.frombuffer(a.buffers()[1], dtype, count=n, offset=at * dtype.itemsize))
     return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dtype)

@@ -142,9 +142,9 @@ def _varying_word(s: np.ndarray) -> np.ndarray:
     if len(cols) == 8 and cols[-1] - cols[0] == 7:  # eight columns side by side: read in place
         return np.ndarray((n,), ">u8", buffer=np.ascontiguousarray(s), offset=cols[0], strides=(width,)).astype(np.uint64)
     word = np.zeros((n, 8), np.uint8)
-    for i, j in enumerate(cols):  # the first varying byte the most significant
-        word[:, 7 - i] = rows[:, j]
-    return word.view(np.uint64).reshape(-1)
+    for i, j in enumerate(cols):  # the first varying byte the most significant: big-endian words, on any host
+        word[:, i] = rows[:, j]
+    return word.view(">u8").reshape(-1).astype(np.uint64)
 
 
 def _argsort_wide(s: np.ndarray) -> np.ndarray:
