@@ -112,19 +112,15 @@ PAIRWISE_KEYS = 1 << 20  # keys a slice on average from which a GPU merges keys 
 def merge_keys(keys_list, descending, na_position):
     """The stable merge of sorted key arrays, ties in list order: the merged keys alone (no
     positions). On a GPU, slices of :data:`PAIRWISE_KEYS` keys or more on average merge pairwise,
-    neighbours first (a merge-path merge per pair: each pass reads and writes the keys once),
-    where :func:`merge_order`'s stable sort of the concatenation carries a position per key;
-    fewer, and on the CPU, :func:`merge_order`'s keys. One array: itself."""
+    neighbours first (:func:`merge_runs`: a merge-path merge per pair, each pass reading and
+    writing the keys once), where :func:`merge_order`'s stable sort of the concatenation carries a
+    position per key; fewer, and on the CPU, :func:`merge_order`'s keys. One array: itself."""
     e = engines.get(keys_list[0])
     if len(keys_list) < 2:
         return keys_list[0]
     if e.name == "numpy" or sum(len(k) for k in keys_list) < PAIRWISE_KEYS * len(keys_list):
         return merge_order(keys_list, descending, na_position)[0]
-    runs = list(keys_list)
-    while len(runs) > 1:
-        merged = [e.merge(a, b, descending=descending, na_position=na_position) for a, b in zip(runs[::2], runs[1::2])]
-        runs = merged + runs[len(merged) * 2 :]
-    return runs[0]
+    return merge_runs([[(k, None)] for k in keys_list], descending, na_position)[0]
 
 
 def merge_runs(parts_by_run, descending, na_position):

@@ -113,14 +113,21 @@ def sort_part(table, spec: KeySpec, device=None) -> Sorted:
     the keys go there, the order comes back; the rows stay on the host). Keyed by words where the
     spec says so (:attr:`KeySpec.word`: the caller knows the one key column holds no nulls) and
     the sort is on the host, else by byte rows."""
-    if spec.word and device is None:
-        keys, widths, kinds = spec.words_of(_values(table, spec.by[0])), (0,), ()
-    elif of_numbers(table, spec):
-        keys, widths, kinds = number_keys(table, spec), (0,) * len(spec.by), ((),) * len(spec.by)
-    else:
-        keys, widths, kinds = spec.encode_part(key_frame(table, spec.by))
+    keys, widths, kinds = table_keys(table, spec, words=device is None)
     order = FC._argsort(keys, device)
     return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds)
+
+
+def table_keys(table, spec: KeySpec, words: bool = True) -> tuple:
+    """``(keys, widths, kinds)`` of a table, as :meth:`KeySpec.encode_part` gives them: words
+    where the spec keys by words and ``words`` (a sort on the host), byte rows written from Arrow
+    where every key column holds numbers (:func:`number_keys`), else byte rows encoded through a
+    pandas view of the key columns."""
+    if spec.word and words:
+        return spec.words_of(_values(table, spec.by[0])), (0,), ()
+    if of_numbers(table, spec):
+        return number_keys(table, spec), (0,) * len(spec.by), ((),) * len(spec.by)
+    return spec.encode_part(key_frame(table, spec.by))
 
 
 def _nulls(col) -> np.ndarray | None:
@@ -192,14 +199,14 @@ def row_hashes(table) -> np.ndarray:
 def summarize(table, spec: KeySpec) -> valsort.Summary:
     """A sorted table's summary: its order checked on keys made again from its own columns (byte
     rows at its own string widths, whatever the sort keyed by; words where the spec keys by
-    words), its checksum and bytes, and its first and last rows' keys: words, else its key columns
-    (small pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
+    words: :func:`table_keys`), its checksum and bytes, and its first and last rows' keys: words
+    or byte rows of numbers, which compare across tables as they are, else its key columns (small
+    pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
     tables)."""
-    if spec.word or of_numbers(table, spec):  # words or byte rows of numbers: the first and last keys compare across tables as they are
-        keys = spec.words_of(_values(table, spec.by[0])) if spec.word else number_keys(table, spec)
-        return valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
-    keys, _ = spec.encode(key_frame(table, spec.by))
+    keys, _, _ = table_keys(table, spec)
     s = valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
+    if spec.word or of_numbers(table, spec):
+        return s
     if len(table):
         s.first_key, s.last_key = key_frame(table.slice(0, 1), spec.by), key_frame(table.slice(len(table) - 1, 1), spec.by)
     return s

@@ -76,10 +76,6 @@ def check_columns(by, schema, where) -> None:
     missing = [c for c in by if c not in names]
     if missing:
         raise InputError(f"{where}: no column {', '.join(map(repr, missing))}; its columns are {', '.join(names) or '(none)'}")
-    from ..core import table_chunk as TC
-
-    if all(TC.numbers(schema.field(c).type) for c in by):
-        return  # numbers and booleans: always ordered (said without pandas' import)
     try:
         _spec(schema, by, [True] * len(by), "last")
     except TypeError as e:
@@ -199,7 +195,7 @@ def comparable(summaries, by, ascending, na_position) -> list:
     from ..core.frame_keys import KeySpec
 
     ends = [s for s in summaries if s.records and s.first_key is not None]
-    if not ends or isinstance(ends[0].first_key, np.ndarray):  # keys already (words: summarize's), not frames
+    if not ends or isinstance(ends[0].first_key, np.ndarray):  # keys already (words or byte rows of numbers: summarize's), not frames
         return list(summaries)
     return TC.ends_comparable(summaries, KeySpec.of(ends[0].first_key, list(by), list(ascending), na_position))
 
