@@ -345,7 +345,8 @@ def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatc
     """Sorts back to back: the last job's shared runs, its directory gone but its store not yet
     closed by the watcher (held off here by its lock), are freed by the next run that needs their
     room, which then stays on the GPU. Where another process still maps the runs of a job that is
-    over, a run waits RECLAIM_SECONDS for them, then goes on to a file."""
+    over, a run waits RECLAIM_SECONDS for them, then goes on to a file; the store's later runs go on
+    at once, and so does a run of another store that those runs, freed, would not make room for."""
     from .conftest import HAS_GPU
 
     if not HAS_GPU:
@@ -357,12 +358,14 @@ def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatc
 
     nbytes = 1 << 28
     rows = [cupy.full((nbytes // 8, 8), i, np.uint8) for i in range(3)]  # the runs' rows, made first
+    big = cupy.full((3 * nbytes // 8, 8), 3, np.uint8)
     cupy.cuda.Device().synchronize()
     free, total = cupy.cuda.runtime.memGetInfo()
     used = total - free - cupy.get_default_memory_pool().free_bytes()
     fraction = (used + 1.5 * nbytes) / total  # room for one shared copy of nbytes, not for two
-    configs = [R.StoreConfig(uuid.uuid4().hex, str(tmp_path / name), 8, shared_fraction=fraction) for name in ("last", "next", "held")]
-    last, nxt, held = configs
+    names = ("last", "next", "held", "big")
+    configs = [R.StoreConfig(uuid.uuid4().hex, str(tmp_path / name), 8, shared_fraction=fraction) for name in names]
+    last, nxt, held, large = configs
     mark = None
     try:
         with R._watch_lock:  # the watcher thread waits: only the put can free the last job's run
@@ -381,6 +384,10 @@ def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatc
             since = time.monotonic()
             assert R.store(held).put(0, rows[2]).tier == "disk"
             assert time.monotonic() - since >= 0.3
+            since = time.monotonic()
+            assert R.store(held).put(1, rows[2]).tier == "disk"  # its wait ran out once: no second
+            assert R.store(large).put(0, big).tier == "disk"  # short by more than the held run frees
+            assert time.monotonic() - since < 0.3
     finally:
         if mark is not None:
             mark.unlink(missing_ok=True)

@@ -223,6 +223,7 @@ class RunStore:
         self._maps: set = set()  # other processes' shared runs mapped here, kept open until the store closes
         self._written: dict[int, list] = {}  # index -> the files made for that run here (RunStore.file_for)
         self._hold: Path | None = None  # this process's mark that it maps other processes' runs (hold)
+        self._waited_out = False  # a run of this store waited RECLAIM_SECONDS for room in vain (_room)
 
     # -- putting a run -------------------------------------------------------------------------
 
@@ -264,13 +265,14 @@ class RunStore:
         self._unreserve(index)  # a run put again (made again, or by a new compute): its old bytes no longer held
         if dev.is_device_array(rows):
             gpu = rows.device.id
-            if cfg.shared_fraction and nbytes and _room(gpu, nbytes, cfg.shared_fraction) and self._within_shared(gpu, nbytes, index):
-                _watch(self)  # first: the job's directory made, this store kept until it is gone
-                got = ipc.share(rows)
-                if got is not None:
-                    self._data[index], handle = got
-                    self._shared.add(index)
-                    return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle, made=made)
+            if cfg.shared_fraction and nbytes and self._within_shared(gpu, nbytes, index):
+                if _room(self, gpu, nbytes, cfg.shared_fraction):
+                    _watch(self)  # first: the job's directory made, this store kept until it is gone
+                    got = ipc.share(rows)
+                    if got is not None:
+                        self._data[index], handle = got
+                        self._shared.add(index)
+                        return Run(cfg.job, index, n, "shared", device=gpu, sample=sample, worker=self.address, shared=handle, made=made)
                 self._unreserve(index)
             if self._reserve("device", ("device", gpu), nbytes, cfg.device_budget, index):
                 self._data[index] = rows
@@ -866,26 +868,35 @@ RECLAIM_SECONDS = 3.0  # how long a run waits at most for the shared runs of job
 RECLAIM_POLL = 0.01  # and how often it looks again meanwhile
 
 
-def _room(gpu: int, nbytes: int, fraction: float) -> bool:
-    """Whether GPU ``gpu`` has room for ``nbytes`` more of shared runs (:func:`ipc.room`), waiting
-    up to :data:`RECLAIM_SECONDS` while this process holds shared runs of jobs that are over: their
-    stores closed and their runs freed here as soon as the other processes unmap them (each looks
-    every :data:`WATCH_SECONDS`). Sorts run back to back would otherwise find the last one's runs
-    still there, and put theirs in host memory or files (a 2^32-key sort on 4 GPUs: 1.7 s where
-    0.45 s)."""
-    deadline = time.monotonic() + RECLAIM_SECONDS
-    if ipc.room(gpu, nbytes, fraction):
+def _reclaimable(gpu: int) -> int:
+    """Bytes of this process's shared runs on GPU ``gpu`` that wait only for other processes to
+    unmap them (their jobs over). Called under ``_watch_lock``, after :func:`_free_pass`."""
+    return sum(a.nbytes for _, arrays in _pending for a in arrays if a.device.id == gpu)
+
+
+def _room(s: RunStore, gpu: int, nbytes: int, fraction: float) -> bool:
+    """Whether GPU ``gpu`` has room for ``nbytes`` more of store ``s``'s shared runs
+    (:func:`ipc.shortfall`). Where it has not, the stores of this process's jobs that are over are
+    closed first, and their shared runs freed as soon as the other processes unmap them (each
+    looks every :data:`WATCH_SECONDS`): the run waits for that, up to :data:`RECLAIM_SECONDS`, but
+    only while those runs would cover the shortfall, and only until a wait of the store's has once
+    run out. Sorts run back to back would otherwise find the last one's runs still there, and put
+    theirs in host memory or files (a 2^32-key sort on 4 GPUs: 1.7 s where 0.45 s)."""
+    if ipc.shortfall(gpu, nbytes, fraction) <= 0:
         return True
+    deadline = time.monotonic() + RECLAIM_SECONDS
     while True:
         with _watch_lock:
-            over = _pending or any(not os.path.isdir(d) for d in _watched.values())
-            if over:
+            if _pending or any(not os.path.isdir(d) for d in _watched.values()):
                 _free_pass()
-        if not over:
-            return False
-        if ipc.room(gpu, nbytes, fraction):
+            reclaimable = _reclaimable(gpu)
+        short = ipc.shortfall(gpu, nbytes, fraction)
+        if short <= 0:
             return True
+        if reclaimable < short or s._waited_out:
+            return False
         if time.monotonic() >= deadline:
+            s._waited_out = True  # its later runs go on at once
             return False
         time.sleep(RECLAIM_POLL)
 

@@ -14,7 +14,7 @@ GPUs, and what an IPC read costs).
 
 * :func:`share` – a device array copied into an allocation of its own, and its handle (:class:`Shared`).
 * :func:`opened` – other processes' shared arrays opened here, counted per process.
-* :func:`room` – whether a GPU's used memory (every process's) leaves room for more.
+* :func:`shortfall` – how far a GPU's used memory (every process's) is from room for more.
 
 Imports no CuPy until a function needs it.
 """
@@ -88,17 +88,18 @@ def total_memory(device: int) -> int:
         return int(cupy.cuda.runtime.memGetInfo()[1])
 
 
-def room(device: int, nbytes: int, fraction: float) -> bool:
-    """Whether ``nbytes`` more on GPU ``device`` keep its used memory within ``fraction`` of the
-    whole: every process's memory, less the blocks that this process's CuPy pool holds free (they
-    are room: :func:`share` gives them back to CUDA where it needs them). Counted as used, a
-    worker's blocks cached from its last sort sent a repeated sort's runs off the GPU."""
+def shortfall(device: int, nbytes: int, fraction: float) -> int:
+    """How many bytes ``nbytes`` more on GPU ``device`` would take its used memory past
+    ``fraction`` of the whole (0 or less: room): every process's memory, less the blocks that this
+    process's CuPy pool holds free (they are room: :func:`share` gives them back to CUDA where it
+    needs them). Counted as used, a worker's blocks cached from its last sort sent a repeated
+    sort's runs off the GPU."""
     import cupy
 
     with cupy.cuda.Device(device):
         free, total = cupy.cuda.runtime.memGetInfo()
         cached = cupy.get_default_memory_pool().free_bytes()
-    return total - free - cached + nbytes <= fraction * total
+    return int(total - free - cached + nbytes - fraction * total)
 
 
 def share(x):
