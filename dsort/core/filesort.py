@@ -438,7 +438,7 @@ def settled_slices(job, cut, t: int, gpu=None, recover=None, watch=None) -> tupl
     host memory; the two cuts made exact from the windows' keys (copied out together), as
     :func:`cut_runs` makes all; the slices cut to them. ``(the range's cut: boundaries (2, runs),
     the items read (run, lo, hi), the slices: one per run with rows in the range)``. ``watch``: its
-    stages "read runs" and "settle cuts" timed."""
+    stages "read runs", "gather windows" (their keys to the host) and "settle cuts" timed."""
     w, runs = cut[0], cut[1]
     inner = [i for i in (t - 1, t) if 0 <= i < len(w.targets)]
     lo, hi = w.lo[inner], w.hi[inner]
@@ -453,6 +453,8 @@ def settled_slices(job, cut, t: int, gpu=None, recover=None, watch=None) -> tupl
     kb = job.layout.key_bytes
     parts = [got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb] for q in range(len(runs)) for i in range(len(inner)) if lengths[i, q]]
     joined = dev.to_host(engines.get(parts[0]).concatenate(parts)) if parts else np.empty((0, kb), np.uint8)
+    if watch is not None:
+        watch.lap("gather windows")
     ends = np.cumsum(lengths.sum(axis=0))
     windows = _key_windows(job.layout, [joined[e - n : e] for e, n in zip(ends, lengths.sum(axis=0))], lengths)
     exact = plan.exact_cuts(windows, lo, w.targets[inner], job.descending, job.na_position)
