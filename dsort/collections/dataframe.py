@@ -237,7 +237,7 @@ def sort_values_external(
     from . import config, external, scale
     from ..core import plan, runs as R
     from .array import run_memory
-    from .passes import first_pass
+    from .passes import merge_tasks
 
     spec = key_spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(memory_limit)
@@ -280,20 +280,18 @@ def sort_values_external(
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
-    chains, pieces = first_pass(dsk, job, tok, runs, functions, extra)
+
+    def wired(g):  # a group of several outputs: its frame wired for the output pieces that other workers may take
+        return (frame_chunk.wired_result,) if codec is None and groups[g][1] - groups[g][0] > 1 else ()
+
     # the merges beside the first pass's pieces, or spread over the workers that hold the runs
     # (evenly however the input lies)
-    run_owners = [owners[a] for a, _ in runs_at] if owners and not pieces else None
-    near = T.anchors(dsk, tok, scale.beside_balanced(pieces or runs, run_owners, len(groups)))
-    cut = T.name(T.CUTS, tok)
-    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, chains or runs))
+    run_owners = [owners[a] for a, _ in runs_at] if owners else None
+    cut, merges, _, _ = merge_tasks(
+        dsk, job, tok, runs, cuts, merge, len(groups), owners=run_owners, first=functions, extra=extra, wrap=wired
+    )
     sizes = T.name(T.SIZES, tok)
     dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
-    merges = [(T.name(T.MERGE, tok), g) for g in range(len(groups))]
-    for g, key in enumerate(merges):
-        # a group of several outputs: its frame wired for the output pieces that other workers may take
-        wired = (frame_chunk.wired_result,) if codec is None and groups[g][1] - groups[g][0] > 1 else ()
-        dsk[key] = T.task_beside(key, near[g], *wired, merge, job, T.ref(cut), g, *extra)
     piece = external.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
     outputs = output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece)
     return as_collection(df, dsk, df._meta, None, outputs, tok, ignore_index)

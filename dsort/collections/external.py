@@ -42,9 +42,8 @@ import numpy as np
 
 from ..core import chunk, plan
 from ..core import frame_chunk as FC
-from . import scale
 from . import tasks as T
-from .passes import first_pass
+from .passes import merge_tasks
 from ..core import filesort as F
 from ..core import runs as R
 from ..core.frame_wire import unwire, wire
@@ -206,17 +205,8 @@ def graph(token: str, key_chunks, value_chunks, sizes, members, job: ArrayJob, o
         values = None if value_chunks[each[0]] is None else [T.ref(value_chunks[i]) for i in each]
         dsk[key] = T.task(key, run_chunk, job, g, [T.ref(key_chunks[i]) for i in each], values, [starts[i] for i in each])
         run_keys.append(key)
-    chains, pieces = first_pass(dsk, job, token, run_keys)
-    inputs = chains or run_keys
-    run_owners = [owners[each[0]] for each in members] if owners and not pieces else None
-    near = T.anchors(dsk, token, scale.beside_balanced(pieces or run_keys, run_owners, len(job.range_rows)))
-    cut = T.name(T.CUTS, token)
-    dsk[cut] = T.task(cut, cuts, job, *map(T.ref, inputs))
-    merges = []
-    for g in range(len(job.range_rows)):
-        key = (T.name(T.MERGE, token), g)
-        dsk[key] = T.task_beside(key, near[g], merge_chunk, job, T.ref(cut), g)
-        merges.append(key)
+    run_owners = [owners[each[0]] for each in members] if owners else None
+    _, merges, _, _ = merge_tasks(dsk, job, token, run_keys, cuts, merge_chunk, len(job.range_rows), owners=run_owners)
     return dsk, merges
 
 

@@ -288,7 +288,7 @@ def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
     return run
 
 
-def cuts_task(job: Job, results):
+def cuts_task(job: Job, *results):
     """:func:`cut_runs` of the runs (or chains) of the run (or chain) tasks' ``results``."""
     return cut_runs(job.final(), [handle(r) for r in results])
 

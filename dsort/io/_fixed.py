@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..core import plan
 from ..core.filesort import Job, cuts_task, merge_task, run_task
-from ..collections.passes import first_pass
-from ..collections.tasks import CUTS, MERGE, RUN, anchors, beside, name, ref, task, task_beside
+from ..collections.passes import merge_tasks
+from ..collections.tasks import RUN, name, task
 
 
 def graph(job: Job) -> tuple[dict, list, list, list]:
@@ -19,15 +19,7 @@ def graph(job: Job) -> tuple[dict, list, list, list]:
     run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
     for i, k in enumerate(run_keys):
         dsk[k] = task(k, run_task, job, i)
-    chain_keys, all_pieces = first_pass(dsk, job, job.id, run_keys)
-    # the final pass: over the runs, or over the chains; each merge beside a run or piece it reads
-    inputs = chain_keys or run_keys
-    cut = name(CUTS, job.id)
-    dsk[cut] = task(cut, cuts_task, job, [ref(k) for k in inputs])
-    merge_keys = [(name(MERGE, job.id), t) for t in range(len(job.range_rows))]
-    near = anchors(dsk, job.id, [beside(all_pieces or run_keys, t, len(merge_keys)) for t in range(len(merge_keys))])
-    for t, k in enumerate(merge_keys):
-        dsk[k] = task_beside(k, near[t], merge_task, job, ref(cut), t)
+    _, merge_keys, chain_keys, _ = merge_tasks(dsk, job, job.id, run_keys, cuts_task, merge_task, len(job.range_rows))
     return dsk, run_keys, chain_keys, merge_keys
 
 
