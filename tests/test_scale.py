@@ -195,6 +195,26 @@ def test_frames_sorted_on_gpus_take_their_own_runs_per_worker(monkeypatch):
         assert len(scale.frame_runs(128, external=False, gpu=True)) == 12
 
 
+def test_chunks_on_the_gpus_take_runs_per_worker_up_to_the_resident_run(monkeypatch):
+    """An external sort of chunks already on the GPUs: ``gpu-resident-runs-per-worker`` runs a
+    worker (whatever its threads), more where a run would pass ``gpu-resident-run`` bytes, never
+    more than the chunks; host chunks sorted on GPUs keep the external rule (``gpu-external-run``)."""
+    monkeypatch.setattr(scale, "threads", lambda: 8)
+    monkeypatch.setattr(scale, "workers", lambda: 4)
+    sizes = [1 << 28] * 16  # 2 GiB chunks of int64 keys, 32 GiB in all
+    settings = {"dsort.scale.gpu-resident-runs-per-worker": 1, "dsort.scale.gpu-resident-run": "12GiB", "dsort.scale.runs-per-thread": 2}
+    with dask.config.set(settings):
+        runs = scale.array_runs(sizes, 8, gpu=True, external=True, host=False)
+        assert len(runs) == 4 and [b - a for a, b in runs] == [4] * 4
+        with dask.config.set({"dsort.scale.gpu-resident-run": "4GiB"}):  # 8 runs of 4 GiB
+            assert len(scale.array_runs(sizes, 8, gpu=True, external=True, host=False)) == 8
+        with dask.config.set({"dsort.scale.gpu-resident-runs-per-worker": 2}):
+            assert len(scale.array_runs(sizes, 8, gpu=True, external=True, host=False)) == 8
+        assert len(scale.array_runs(sizes[:2], 8, gpu=True, external=True, host=False)) == 2  # fewer chunks than workers
+        with dask.config.set({"dsort.scale.gpu-external-run": "512MiB"}):  # host chunks: a run a chunk, as before
+            assert len(scale.array_runs(sizes, 8, gpu=True, external=True, host=True)) == 16
+
+
 def test_tasks_beside_keys_spread_over_their_workers_not_over_the_keys():
     """Nine keys on worker a, three on b: twelve tasks beside them go six to each worker, each
     worker's keys taken in turn; without two known owners they spread over the keys as before."""

@@ -60,9 +60,18 @@ def array_runs(sizes, row_bytes: int, gpu: bool, external: bool, host: bool = Tr
     """Chunks of ``sizes`` rows (``row_bytes`` a row: key and value) grouped into runs:
     ``[(first chunk, end), ...]`` (:func:`dsort.core.plan.groups`). ``host``: the chunks are in
     host memory, where chunks of ``whole-chunk`` bytes are not grouped (moving one to another
-    worker costs more than its sort); CuPy chunks move GPU to GPU, and fewer, larger runs win
-    there (2^30 keys on 2 H100s over UCX: 0.24-0.29 s grouped, 0.37 s not; BENCHMARKS.md)."""
+    worker costs more than its sort). Chunks already on the GPUs (``gpu``, not ``host``) sorted by
+    an external sort (its runs shared between the GPUs): ``gpu-resident-runs-per-worker`` runs a
+    worker, each of at most ``gpu-resident-run`` bytes. Every merge reads a slice of every run, so
+    fewer, larger runs win there: 2^30 int64 keys a GPU on four H100s, one run a worker against
+    four, 0.38 s against 0.47 s; 2^31 keys on four, 0.29 against 0.40 s (BENCHMARKS.md section 7)."""
     nbytes = int(sum(sizes)) * int(row_bytes)
+    if gpu and external and not host:
+        count = plan.run_count(
+            len(sizes), workers(), int(config.get("scale.gpu-resident-runs-per-worker")), nbytes, _bytes("min-run", gpu),
+            _bytes("resident-run", gpu),
+        )  # fmt: skip
+        return plan.groups(sizes, count)
     count = plan.run_count(
         len(sizes),
         threads(),
