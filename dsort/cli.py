@@ -131,8 +131,11 @@ def _gen(args) -> int:
 
 
 def _sort(args) -> int:
+    from .engine import device as dev, host
     from .service import format_report, sort_files
 
+    if args.scheduler is None and (args.cpu or not dev.has_gpu()):  # this process sorts on its own CPUs
+        host.keep_freed_memory()
     report = sort_files(
         args.input,
         args.output,

@@ -186,3 +186,38 @@ def test_a_workers_arrays_come_from_mimalloc_and_go_back_when_idle():
     assert again > base + (96 << 20) and after_again < base + (32 << 20)
     assert after_busy < base + (32 << 20)
     assert held > after + (96 << 20) and dropped < after + (32 << 20)
+
+
+_MAPPED = """
+import ctypes, sys
+import numpy as np
+from dsort.engine import host
+
+class Info(ctypes.Structure):  # glibc's struct mallinfo2
+    names = "arena ordblks smblks hblks hblkhd usmblks fsmblks uordblks fordblks keepcost"
+    _fields_ = [(f, ctypes.c_size_t) for f in names.split()]
+
+libc = ctypes.CDLL(None)
+libc.mallinfo2.restype = Info
+if sys.argv[1] == "keep":
+    assert host.keep_freed_memory()
+before = libc.mallinfo2().hblkhd
+a = np.ones(16 << 20, np.uint8)  # 16 MiB
+print(libc.mallinfo2().hblkhd - before >= 16 << 20)
+"""
+
+
+def test_keeping_freed_memory_serves_arrays_from_the_heap():
+    """In a process of its own (the setting is process-wide): a 16 MiB array is a mapping of its
+    own by default, and comes from glibc's heap once :func:`host.keep_freed_memory` ran."""
+    import ctypes
+    import subprocess
+    import sys
+
+    if not hasattr(ctypes.CDLL(None), "mallinfo2"):
+        pytest.skip("not glibc 2.33 or later")
+    said = [
+        subprocess.run([sys.executable, "-c", _MAPPED, how], capture_output=True, text=True, check=True).stdout.split()
+        for how in ("default", "keep")
+    ]
+    assert said == [["True"], ["False"]]
