@@ -186,27 +186,3 @@ def test_host_arrays_joined_on_the_gpu_are_their_concatenation(sizes):
     np.testing.assert_array_equal(got.get(), np.concatenate(arrays))
     with pytest.raises(TypeError, match="one dtype"):
         device.from_host_joined([arrays[0], arrays[0].astype(np.int32)])
-
-
-@pytest.mark.gpu
-@pytest.mark.skipif(not device.has_gpu(), reason="no CUDA device")
-@pytest.mark.parametrize("sizes", [[5], [0, 3], [1_000_003, 0, 7, 2_000_001, 64, 5]])
-def test_copies_at_once_equal_their_sources_for_the_next_kernel(sizes):
-    """Copies on several streams: new arrays, equal to their sources (rows of every size, empty
-    ones too) for the kernels that the current stream runs next, whose work was queued first; a
-    view that is not contiguous is copied too."""
-    import cupy
-
-    rng = np.random.default_rng(len(sizes))
-    host = [rng.integers(0, 256, (n, 12), dtype=np.uint8) for n in sizes]
-    with cupy.cuda.Stream(non_blocking=True):
-        src = [cupy.asarray(h) for h in host]
-        src[0] += 1  # queued on the current stream before the copies
-        got = device.copies_at_once(src, cupy.cuda.Device().id)
-        sums = [int(g.astype(np.int64).sum()) if len(g) else 0 for g in got]  # on the current stream, after them
-        host[0] = host[0] + np.uint8(1)  # wrapping as the GPU's did
-        assert sums == [int(h.astype(np.int64).sum()) for h in host]
-        for g, s in zip(got, src):
-            assert g.shape == s.shape and (g.data.ptr != s.data.ptr or not s.size)  # empty arrays point nowhere
-        strided = device.copies_at_once([src[-1][:, ::2], src[-1]], cupy.cuda.Device().id)
-        np.testing.assert_array_equal(cupy.asnumpy(strided[0]), cupy.asnumpy(src[-1][:, ::2]))

@@ -388,7 +388,6 @@ class RunStore:
             if i not in fetched and run.tier == "shared" and run.shared.owner != ipc.PROCESS:
                 others.setdefault(run.index, run)
         host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
-        copies = []  # (item, another process's rows mapped into this GPU): copied here, all at once
         # one mapping per run file for all its slices (the cuts read thousands of windows)
         files = self._files
         with _opened(others, self._mappings() if others else None) as opened:
@@ -416,16 +415,11 @@ class RunStore:
                         out[i] = dev.to_host(src[lo:hi])
                     elif gpu != d:
                         out[i] = dev.peer_copy(src[lo:hi], d, gpu)
-                    elif run.index in opened:  # another process's rows are copied before they close (below)
-                        copies.append((i, src[lo:hi]))
-                    else:  # this one's are read in place
-                        out[i] = src[lo:hi]
+                    else:  # another process's rows are copied before they close; this one's are read in place
+                        out[i] = src[lo:hi].copy() if run.index in opened else src[lo:hi]
                 else:
                     segments.append((i, run, lo * rb, (hi - lo) * rb, total))
                     total += (hi - lo) * rb
-            if copies:  # from several GPUs at once
-                for (i, _), rows in zip(copies, dev.copies_at_once([x for _, x in copies], gpu)):
-                    out[i] = rows
             if host_reads:  # the runs' windows gathered and copied out by several threads at once (the cuts)
                 with ThreadPoolExecutor(min(HOST_READERS, len(host_reads)), thread_name_prefix="dsort-windows") as pool:
                     done = pool.map(lambda r: dev.slices_to_host(r[0], r[1], [(lo, hi) for _, lo, hi in r[2]]), host_reads.values())

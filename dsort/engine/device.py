@@ -9,7 +9,6 @@
   one, copied to the device from it, and copied back into one to be written, with no new pinned
   allocation per block.
 * :func:`slices_to_host` – many small row ranges of a device array, gathered and copied out at once.
-* :func:`copies_at_once` – device arrays of other GPUs (mapped here) copied on several streams at once.
 * :func:`own_pool`, :func:`cudf_owned`, :func:`after_default_stream`, :func:`on_default_stream` –
   living beside cudf: CuPy's own pool where cudf left RMM's unpooled allocator (RMM's for arrays
   cudf will own), and cudf's stream (the default one) ordered with this thread's.
@@ -500,46 +499,6 @@ def _thread_stream(device: int):
         with cupy.cuda.Device(device):
             streams[device] = cupy.cuda.Stream(non_blocking=True)
     return streams[device]
-
-
-SIDE_STREAMS = 4  # streams of a thread that copy other GPUs' memory at once (copies_at_once)
-
-
-def copies_at_once(arrays, device: int) -> list:
-    """Copies on GPU ``device`` of C-contiguous device arrays that lie on it or are mapped into it
-    from other GPUs (their processes' runs, read over NVLink): each on one of this thread's side
-    streams, so that copies from several GPUs use their links at once, where one stream ran them
-    one after another (BENCHMARKS.md section 7); the current stream waits for them all. Their
-    memory is taken on the current stream, which CuPy's pool orders its reuse with."""
-    import cupy
-
-    if len(arrays) < 2 or not all(x.flags.c_contiguous for x in arrays):
-        return [x.copy() for x in arrays]
-    with cupy.cuda.Device(device):
-        current = cupy.cuda.get_current_stream()
-        out = [cupy.empty(x.shape, x.dtype) for x in arrays]
-        ready = current.record()
-        sides = _side_streams(device)[: min(len(arrays), SIDE_STREAMS)]
-        for s in sides:
-            s.wait_event(ready)
-        kind = cupy.cuda.runtime.memcpyDefault  # peer or local, as the pointers say (unified addressing)
-        for k, (dst, src) in enumerate(zip(out, arrays)):
-            if src.nbytes:
-                cupy.cuda.runtime.memcpyAsync(dst.data.ptr, src.data.ptr, src.nbytes, kind, sides[k % len(sides)].ptr)
-        for s in sides:
-            current.wait_event(s.record())
-    return out
-
-
-def _side_streams(device: int) -> list:
-    """This thread's :data:`SIDE_STREAMS` non-blocking streams on ``device`` (made once)."""
-    import cupy
-
-    sides = _streams.__dict__.setdefault("sides", {})
-    if device not in sides:
-        with cupy.cuda.Device(device):
-            sides[device] = [cupy.cuda.Stream(non_blocking=True) for _ in range(SIDE_STREAMS)]
-    return sides[device]
 
 
 def slices_to_host(x, device: int, ranges) -> list:
