@@ -63,8 +63,7 @@ def array_runs(sizes, row_bytes: int, gpu: bool, external: bool, host: bool = Tr
     worker costs more than its sort). Chunks already on the GPUs (``gpu``, not ``host``) sorted by
     an external sort (its runs shared between the GPUs): ``gpu-resident-runs-per-worker`` runs a
     worker, each of at most ``gpu-resident-run`` bytes. Every merge reads a slice of every run, so
-    fewer, larger runs win there: 2^30 int64 keys a GPU on four H100s, one run a worker against
-    four, 0.38 s against 0.47 s; 2^31 keys on four, 0.29 against 0.40 s (BENCHMARKS.md section 7)."""
+    fewer, larger runs win there (BENCHMARKS.md section 7)."""
     nbytes = int(sum(sizes)) * int(row_bytes)
     if gpu and external and not host:
         count = plan.run_count(

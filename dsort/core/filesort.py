@@ -287,8 +287,8 @@ def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
     watch.lap("keep run" if run.tier != "disk" else "write run")
     if gpu is not None and 2 * len(sample) >= GPU_RANKED_SAMPLES:
         # the sort's cuts will rank their samples on a GPU, maybe in this process, in this sort or a
-        # later one: a process that has not ranked such samples yet ranks on the host (0.09 s of
-        # 0.38 s, 2^32 keys on four H100s; a warm GPU takes a few ms), so this one warms up now
+        # later one: a process that has not ranked such samples yet ranks them on the host, many
+        # times slower (BENCHMARKS.md section 7), so this one warms up now
         _warm_ranking((sample.dtype.str, bool(job.descending), job.na_position), sample, 2, job.spacing)
     return run
 

@@ -881,7 +881,7 @@ def _room(s: RunStore, gpu: int, nbytes: int, fraction: float) -> bool:
     looks every :data:`WATCH_SECONDS`): the run waits for that, up to :data:`RECLAIM_SECONDS`, but
     only while those runs would cover the shortfall, and only until a wait of the store's has once
     run out. Sorts run back to back would otherwise find the last one's runs still there, and put
-    theirs in host memory or files (a 2^32-key sort on 4 GPUs: 1.7 s where 0.45 s)."""
+    theirs in host memory or files (BENCHMARKS.md section 7)."""
     if ipc.shortfall(gpu, nbytes, fraction) <= 0:
         return True
     deadline = time.monotonic() + RECLAIM_SECONDS

@@ -181,9 +181,8 @@ def keep_freed_memory(keep: int = KEEP_FREED) -> bool:
     of up to :data:`HEAP_ARRAYS` bytes from its heaps, and keeps up to ``keep`` bytes of freed
     memory there for the next ones. By default it maps each array of 128 KiB or more afresh and
     unmaps it when freed, so its pages fault in every time: the columnar sort makes thousands of
-    such arrays (keys, hashes, takes), and 3e6 rows of every column type on 2 cores spent 1.1-1.9 s
-    of system time there (0.3-0.4 s so; the command 2.7-3.7 s, 2.35-2.7 s so). Process-wide, so
-    never called for a library's caller. False where the C library has no ``mallopt`` (not glibc)."""
+    such arrays (keys, hashes, takes), and spent most of its system time there (BENCHMARKS.md
+    section 10). Process-wide, so never called for a library's caller. False where the C library has no ``mallopt`` (not glibc)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
