@@ -15,6 +15,19 @@ from . import engine
 
 __version__ = "0.1.0"
 
+
+def _dask_worker():
+    """The dask worker running this task, or None: the engine's (``engine.host.find_worker``), which
+    imports no dask itself."""
+    if "distributed" not in sys.modules:
+        return None
+    from .collections.remote import this_worker
+
+    return this_worker()
+
+
+engine.host.find_worker = _dask_worker
+
 __all__ = ["argsort", "disable", "enable", "enabled", "engine", "is_enabled", "sort", "sort_by_key", "__version__"]
 
 

@@ -153,7 +153,7 @@ def connect(
     ``tls://`` scheduler (:func:`open_client`)."""
     from distributed import Client, LocalCluster
 
-    from .core.runs import scheduler_identity
+    from .collections.remote import scheduler_identity
     from .engine.device import gpu_count, has_gpu
 
     with contextlib.ExitStack() as stack:

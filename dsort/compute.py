@@ -89,7 +89,7 @@ def watch_workers(client, futures) -> list:
     """Watch the cluster while ``futures`` run: when it has had no workers for
     ``dsort.no-workers-timeout`` seconds (all lost, say, with no nanny to restart them), cancel the
     futures (so nothing waits forever) and put the reason in the returned list."""
-    from .core.runs import scheduler_identity
+    from .collections.remote import scheduler_identity
 
     limit = config.seconds("no-workers-timeout")
     state: list = []

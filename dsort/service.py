@@ -225,6 +225,7 @@ def _sort_fixed(
     from .core import filesort as F
     from . import io
     from .core import plan
+    from .collections import remote
     from .core import runs as R
     from .io import _fixed as fixed, npy, records
     from .io._blocks import allocate
@@ -250,7 +251,7 @@ def _sort_fixed(
         if small:
             res.described += f" (under dsort.file-sort.gpu-min-input, {config.get('file-sort.gpu-min-input')}: --gpu for the GPUs)"
     else:
-        from .core.runs import scheduler_identity
+        from .collections.remote import scheduler_identity
 
         info = scheduler_identity(client)["workers"].values()
         if not info:
@@ -282,7 +283,7 @@ def _sort_fixed(
     runs_dir = base / f".{out.name}.dsort-runs-{os.getpid()}-{job_id[:8]}"
     if client is not None:  # workers of a cluster keep runs on their own disks; slices are read where they are
         host_runs = device_runs = 0
-    store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=client is not None)
+    store = R.StoreConfig(job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=client is not None, cluster=remote.DASK)
     blocks = fixed.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = plan.ranges(n, rows_per_range)
     groups = merge_groups(len(blocks))
@@ -505,7 +506,7 @@ def _sort_parquet(
     if res:
         memory = res.host_budget
     else:
-        from .core.runs import scheduler_identity
+        from .collections.remote import scheduler_identity
 
         workers = scheduler_identity(client)["workers"].values()
         memory = sum(w.get("memory_limit") or mem_available() for w in workers) or mem_available()

@@ -18,6 +18,7 @@ import pytest
 
 import dsort
 from dsort.collections import external
+from dsort.core import run_lifetime as L
 from dsort.core import runs as R
 
 
@@ -347,7 +348,7 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
 def _held_runs():
     """A worker's jobs with runs still held (stores, shared runs watched, shared runs waiting for
     other processes to close their mappings)."""
-    return sorted(R._stores) + sorted(R._watched) + [d for d, _ in R._pending]
+    return sorted(L._stores) + sorted(L._watched) + [d for d, _ in L._pending]
 
 
 @pytest.mark.gpu
@@ -479,7 +480,7 @@ def test_device_memory_limit_is_a_size_or_a_share_of_each_gpu(monkeypatch, tmp_p
     monkeypatch.setattr(ipc, "total_memory", lambda gpu: 1000)
     for cap, fits in ((0.25, [True, True, False]), (250, [True, True, False]), (None, [True, True, True])):
         store = R.RunStore(R.StoreConfig("f" * 32, str(tmp_path), 8, shared_fraction=0.9, shared_budget=cap))
-        assert [store._within_shared(0, 100, i) for i in range(3)] == fits  # 100 bytes a run, 250 of 1000 allowed
+        assert [store.shared._within_cap(0, 100, i) for i in range(3)] == fits  # 100 bytes a run, 250 of 1000 allowed
 
 
 @pytest.mark.parametrize(
@@ -594,7 +595,7 @@ def test_runs_lost_after_the_cuts_are_made_again_through_the_scheduler(tmp_path,
         assert len(files) >= 3
         for p in files:
             p.unlink()
-        client.run(lambda: [s._files.close() for s in list(R._stores.values())])  # no process reads a removed file through its mapping
+        client.run(lambda: [s.disk.files.close() for s in list(L._stores.values())])  # no process reads a removed file through its mapping
         got = out.compute()
         remade = [e for _, e in client.get_events(REMADE_TOPIC)]
         del kept

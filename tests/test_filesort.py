@@ -260,8 +260,8 @@ def test_a_full_disk_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
 def test_a_full_local_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
     """Runs that do not fit in memory go to --local-directory; when that disk is full the sort
     stops at once with one line (it used to stall), leaving neither output nor runs."""
-    from dsort.core import runs
     from dsort.cli import main
+    from dsort.core import run_tiers
 
     written = []
 
@@ -269,7 +269,7 @@ def test_a_full_local_directory_is_one_line_and_exit_2(tmp_path, monkeypatch, ca
         written.append(path)
         raise OSError(28, "No space left on device", str(path))
 
-    monkeypatch.setattr(runs, "write_file", full)
+    monkeypatch.setattr(run_tiers, "write_file", full)
     src, spill = tmp_path / "in.bin", tmp_path / "spill"
     spill.mkdir()
     gen.records(100_000, src)
@@ -372,12 +372,13 @@ def test_slices_of_a_lost_workers_runs_are_made_again_once(tmp_path):
     again (``recover``: its block sorted again) once, here, and reads its slices from that."""
     from distributed import Client, LocalCluster
 
+    from dsort.collections import remote
     from dsort.core import runs as R
 
     rows = np.arange(80, dtype=np.uint8).reshape(10, 8)
 
     def merge_like_task():
-        store = R.store(R.StoreConfig("lost-job", str(tmp_path / "fallback"), 8, local=True))
+        store = R.store(R.StoreConfig("lost-job", str(tmp_path / "fallback"), 8, local=True, cluster=remote.DASK))
         gone = R.Run("lost-job", 3, 10, "disk", path=str(tmp_path / "elsewhere" / "run-000003.bin"), worker="tcp://127.0.0.1:9")
         made = []
 

@@ -116,6 +116,32 @@ def test_no_import_points_up():
     assert up == []
 
 
+NO_DASK = ("engine", "core")  # the layers below dask: they import neither dask nor distributed
+DASK = ("dask", "distributed", "dask_cuda", "dask_cudf")
+
+
+def outside_imports(path: Path) -> set:
+    """The top-level packages that the module at ``path`` imports (anywhere in its body)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.partition(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.partition(".")[0])
+    return found
+
+
+def test_engine_and_core_import_no_dask():
+    """``engine/`` and ``core/`` are "neither dask nor files" (README, "Layout"): the cluster a run
+    store needs comes from above, in its config (:mod:`dsort.collections.remote`)."""
+    bad = [
+        f"{name} imports {', '.join(sorted(outside_imports(path) & set(DASK)))}"
+        for name, path in sorted(_modules().items())
+        if layer_of(name) in NO_DASK and outside_imports(path) & set(DASK)
+    ]
+    assert bad == []
+
+
 def test_the_checks_can_fail():
     """A circle and an upward import are found where they exist."""
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == [["a", "b", "c"]]
@@ -123,3 +149,5 @@ def test_the_checks_can_fail():
     assert layer_of("dsort") == "service" and layer_of("dsort.core.runs") == "core"
     graph = imports(_modules())
     assert "dsort.core.plan" in graph["dsort.core.chunk"] and "dsort.engine._kernels" in graph["dsort.engine._aot"]
+    remote = DSORT / "collections" / "remote.py"
+    assert {"dask", "distributed"} <= outside_imports(remote) and "dask" not in outside_imports(DSORT / "core" / "plan.py")

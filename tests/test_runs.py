@@ -5,14 +5,28 @@ import os
 import subprocess
 import sys
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from dsort.collections import remote
 from dsort.core import diskio
+from dsort.core import run_lifetime as L
 from dsort.core import runs as R
+from dsort.core.run_handles import Local
 from dsort.engine import ipc
+
+
+class _OnWorker(Local):
+    """A cluster whose worker is ``where``: a store made in a task on a worker."""
+
+    def __init__(self, where):
+        self.where = where
+
+    def worker(self):
+        return self.where
 
 
 def _config(tmp_path, row_bytes, host_budget=0):
@@ -134,7 +148,7 @@ def test_one_store_per_job_and_the_last_reader_removes_it(tmp_path, rng):
     R.finish(cfg, 0, 2)  # the same reader twice counts once
     assert os.path.exists(cfg.directory)
     R.finish(cfg, 1, 2)
-    assert not os.path.exists(cfg.directory) and cfg.job not in R._stores
+    assert not os.path.exists(cfg.directory) and cfg.job not in L._stores
 
 
 def test_a_gone_run_of_another_process_is_made_again_once_by_recover(tmp_path, rng, monkeypatch):
@@ -177,16 +191,16 @@ def test_a_worker_reading_runs_of_other_processes_forgets_its_store_when_the_job
     import time
     from types import SimpleNamespace
 
-    monkeypatch.setattr(R, "this_worker", lambda: SimpleNamespace(address="tcp://here:1", local_directory=str(tmp_path)))
-    cfg, early = _config(tmp_path, 4), _config(tmp_path / "other", 4)
+    here = _OnWorker(SimpleNamespace(address="tcp://here:1", local_directory=str(tmp_path)))
+    cfg, early = (replace(_config(d, 4), cluster=here) for d in (tmp_path, tmp_path / "other"))
     os.makedirs(cfg.directory)  # another process's runs are there
     R.store(cfg), R.store(early)
-    assert cfg.job in R._watched and early.job not in R._watched
+    assert cfg.job in L._watched and early.job not in L._watched
     os.rmdir(cfg.directory)  # that process's last reader: the job is over
     deadline = time.monotonic() + 10
-    while cfg.job in R._stores and time.monotonic() < deadline:
+    while cfg.job in L._stores and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert cfg.job not in R._stores and cfg.job not in R._watched and early.job in R._stores
+    assert cfg.job not in L._stores and cfg.job not in L._watched and early.job in L._stores
     R.drop(early.job)
 
 
@@ -198,17 +212,17 @@ def test_a_new_compute_keeps_one_store_while_the_watcher_follows_the_last(tmp_pa
 
     cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4, shared_fraction=0.5)
     first = R.store(cfg)
-    R._watch(first)  # a shared run put: the watcher follows the job
+    L.watch(first)  # a shared run put: the watcher follows the job
     R.drop(cfg.job, cfg.directory)  # the last reader of that compute
     again = R.store(cfg)  # the next compute's first task
     assert os.path.isdir(cfg.directory) and again is not first
-    time.sleep(4 * R.WATCH_SECONDS)  # the watcher looks at the directory meanwhile
+    time.sleep(4 * L.WATCH_SECONDS)  # the watcher looks at the directory meanwhile
     assert R.store(cfg) is again
     R.drop(cfg.job, cfg.directory)
     deadline = time.monotonic() + 10
-    while cfg.job in R._watched and time.monotonic() < deadline:
+    while cfg.job in L._watched and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert cfg.job not in R._stores and cfg.job not in R._watched
+    assert cfg.job not in L._stores and cfg.job not in L._watched
 
 
 def test_a_store_found_after_its_job_directory_went_is_made_anew(tmp_path, rng):
@@ -221,10 +235,10 @@ def test_a_store_found_after_its_job_directory_went_is_made_anew(tmp_path, rng):
     old = R.store(cfg)
     rows = rng.integers(0, 256, (10, 4), dtype=np.uint8)
     assert old.put(0, rows).tier == "host" and old.put(0, rows).tier == "host"
-    assert old._used["host"] == rows.nbytes  # put twice, held once
+    assert old.budget.used("host") == rows.nbytes  # put twice, held once
     shutil.rmtree(cfg.directory)  # the job's last reader, elsewhere
     new = R.store(cfg)
-    assert new is not old and os.path.isdir(cfg.directory) and not old._data and new._used["host"] == 0
+    assert new is not old and os.path.isdir(cfg.directory) and not old.host.arrays and new.budget.used("host") == 0
     R.drop(cfg.job, cfg.directory)
 
 
@@ -274,12 +288,12 @@ def test_a_run_made_again_in_a_store_keeps_both_makings_until_it_is_freed(tmp_pa
 def test_leftovers_of_dead_processes_only_are_removed(tmp_path):
     done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead = int(done.stdout)
-    assert R.alive(os.getpid()) and not R.alive(dead)
+    assert L.alive(os.getpid()) and not L.alive(dead)
     for name in (f"dsort-runs-{dead}-abc", f"dsort-runs-{os.getpid()}-abc", "dsort-runs-x-abc", "other-1-abc"):
         (tmp_path / name).mkdir()
-    assert R.remove_leftovers(tmp_path, "dsort-runs") == [str(tmp_path / f"dsort-runs-{dead}-abc")]
+    assert L.remove_leftovers(tmp_path, "dsort-runs") == [str(tmp_path / f"dsort-runs-{dead}-abc")]
     assert sorted(os.listdir(tmp_path)) == sorted([f"dsort-runs-{os.getpid()}-abc", "dsort-runs-x-abc", "other-1-abc"])
-    assert R.remove_leftovers(tmp_path / "missing", "dsort-runs") == []
+    assert L.remove_leftovers(tmp_path / "missing", "dsort-runs") == []
 
 
 def test_files_are_read_and_written_whole(tmp_path, rng):
@@ -303,9 +317,9 @@ def test_files_are_read_and_written_whole(tmp_path, rng):
 def test_a_file_run_is_visible_where_its_file_is(tmp_path):
     path = tmp_path / "run-000000.bin"
     run = R.Run("job", 0, 1, "disk", path=str(path))
-    assert not R._visible(run)
+    assert not R.visible(run)
     path.write_bytes(b"x")
-    assert R._visible(run)
+    assert R.visible(run)
 
 
 @pytest.mark.gpu
@@ -333,11 +347,11 @@ def test_shared_runs_are_read_in_place_and_freed_when_the_job_is_over(tmp_path, 
     assert R.store(full).put(0, cupy.asarray(rows)).tier == "disk"
     R.drop(full.job, full.directory)
     R.finish(config, 0, 1, [run])  # the only reader: the job is over
-    assert config.job not in R._stores and not os.path.exists(config.directory)
+    assert config.job not in L._stores and not os.path.exists(config.directory)
     deadline = time.monotonic() + 10
-    while config.job in R._watched and time.monotonic() < deadline:
+    while config.job in L._watched and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert config.job not in R._watched
+    assert config.job not in L._watched
 
 
 @pytest.mark.gpu
@@ -368,23 +382,23 @@ def test_a_run_waits_for_the_shared_runs_of_a_job_just_over(tmp_path, monkeypatc
     last, nxt, held, large = configs
     mark = None
     try:
-        with R._watch_lock:  # the watcher thread waits: only the put can free the last job's run
+        with L.watch_lock:  # the watcher thread waits: only the put can free the last job's run
             assert R.store(last).put(0, rows[0]).tier == "shared"
             shutil.rmtree(last.directory)  # the last job is over: its store still holds its run
-            assert last.job in R._stores
+            assert last.job in L._stores
             assert R.store(nxt).put(0, rows[1]).tier == "shared"
-            assert last.job not in R._stores
+            assert last.job not in L._stores
             # the next job is over too, but another living process maps its run: it stays, and a run
             # of a third job waits for it, then goes to a file
             mark = Path(f"{nxt.directory}.holds") / f"{os.getpid()}-another"
             mark.parent.mkdir(parents=True, exist_ok=True)
             mark.touch()
             shutil.rmtree(nxt.directory)
-            monkeypatch.setattr(R, "RECLAIM_SECONDS", 0.3)
+            monkeypatch.setattr(L, "RECLAIM_SECONDS", 0.3)
             since = time.monotonic()
             assert R.store(held).put(0, rows[2]).tier == "disk"
             assert time.monotonic() - since >= 0.3
-            monkeypatch.setattr(R, "RECLAIM_SECONDS", 20.0)  # a wait now would show (the files take a second at most)
+            monkeypatch.setattr(L, "RECLAIM_SECONDS", 20.0)  # a wait now would show (the files take a second at most)
             since = time.monotonic()
             assert R.store(held).put(1, rows[2]).tier == "disk"  # its wait ran out once: no second
             assert R.store(large).put(0, big).tier == "disk"  # short by more than the held run frees
@@ -451,7 +465,7 @@ def test_a_chain_reads_as_one_run_across_its_pieces(tmp_path, rng, host_budget):
     np.testing.assert_array_equal(got[-1], parts[2][1:4])
     assert R.bare(chain).sample is None and R.bare(chain).rows == chain.rows
     store.free([p.index for p in pieces])
-    assert store._used["host"] == 0 and not store._data
+    assert store.budget.used("host") == 0 and not store.host.arrays
     assert not list((tmp_path / "runs").glob("run-*")) if (tmp_path / "runs").exists() else True
 
 
@@ -480,10 +494,10 @@ def test_freed_runs_give_back_only_what_they_held(tmp_path, rng):
     store = R.RunStore(_config(tmp_path, 10, host_budget=1000))
     a = store.put(0, rng.integers(0, 256, (50, 10), dtype=np.uint8))
     b = store.put(1, rng.integers(0, 256, (80, 10), dtype=np.uint8))  # over the budget: a file
-    assert (a.tier, b.tier) == ("host", "disk") and store._used["host"] == 500
-    store._data[7] = np.zeros((30, 10), np.uint8)  # as a shared run is held: no budget
+    assert (a.tier, b.tier) == ("host", "disk") and store.budget.used("host") == 500
+    store.shared.arrays[7] = np.zeros((30, 10), np.uint8)  # as a shared run is held: no budget
     store.free([0, 1, 7])
-    assert store._used["host"] == 0 and not store._data and not os.path.exists(b.path)
+    assert store.budget.used("host") == 0 and not store.host.arrays and not store.shared.arrays and not os.path.exists(b.path)
     assert store.put(2, rng.integers(0, 256, (100, 10), dtype=np.uint8)).tier == "host"  # the whole budget again
 
 
@@ -513,9 +527,9 @@ def _reading_across(tmp_path, monkeypatch, read):
     distributed = pytest.importorskip("distributed")
     import dask
 
-    monkeypatch.setattr(R, "REMOTE_READ_SECONDS", 1.0)
+    monkeypatch.setattr(remote, "REMOTE_READ_SECONDS", 1.0)
     monkeypatch.setattr(R, "read_slices", read)
-    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4)
+    cfg = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 4, cluster=remote.DASK)
     with (
         dask.config.set({"dsort.read-runs-where-they-are": True}),
         distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster,
@@ -564,7 +578,7 @@ def test_a_file_read_where_it_is_comes_back_or_says_why(tmp_path, monkeypatch, r
     OSError that names the file, the worker and what it was doing; never a wait for ever."""
     with _reading_across(tmp_path, monkeypatch, _read_too_late) as (client, a, b, cfg, theirs):
         path = str(tmp_path / "elsewhere" / "rows")  # seen by no process here: read as on another host
-        f = client.submit(R.read_where_it_is, theirs, path, _slow_read if read == "late" else _quick_read, 7, workers=[a], pure=False)
+        f = client.submit(remote.read_where_it_is, theirs, path, _slow_read if read == "late" else _quick_read, 7, workers=[a], pure=False)
         if read == "in time":
             assert f.result(timeout=60) == (path, 7)
             return
@@ -604,7 +618,7 @@ def test_the_workers_named_for_one_call_never_miss_a_live_one():
         end = time.monotonic() + 3
         while time.monotonic() < end:
             theirs += len(client.scheduler_info()["workers"]) < 2
-            ours += len(R.scheduler_identity(client)["workers"]) < 2
+            ours += len(remote.scheduler_identity(client)["workers"]) < 2
     assert ours == 0, f"scheduler_identity missed a live worker {ours} times (scheduler_info: {theirs})"
 
 
@@ -633,33 +647,33 @@ def test_shared_runs_are_freed_only_once_no_other_process_maps_them(tmp_path):
     directory = str(tmp_path / "runs")
     free, kept, late = Arr(), Arr(), Arr()
     gone_free, gone_kept, gone_late = weakref.ref(free), weakref.ref(kept), weakref.ref(late)
-    mine = R.hold(directory)  # this process maps others' runs too: its own mark holds nothing of its own
-    R.free_shared(directory, [free])
+    mine = L.hold(directory)  # this process maps others' runs too: its own mark holds nothing of its own
+    L.free_shared(directory, [free])
     del free
     gc.collect()
-    assert gone_free() is None and not R._pending
+    assert gone_free() is None and not L._pending
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True, check=True)
     (tmp_path / "runs.holds" / f"{dead.stdout.strip()}-{uuid.uuid4().hex}").touch()  # an ended process's mark
     other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         theirs = tmp_path / "runs.holds" / f"{other.pid}-{uuid.uuid4().hex}"
         theirs.touch()
-        R.free_shared(directory, [kept])
-        R.free_shared(directory, [late])
+        L.free_shared(directory, [kept])
+        L.free_shared(directory, [late])
         del kept, late
         gc.collect()
-        assert gone_kept() is not None and gone_late() is not None and len(R._pending) == 2
-        time.sleep(3 * R.WATCH_SECONDS)
+        assert gone_kept() is not None and gone_late() is not None and len(L._pending) == 2
+        time.sleep(3 * L.WATCH_SECONDS)
         assert gone_kept() is not None  # the other process still maps them
-        R.unhold(theirs)  # its mappings closed
+        L.unhold(theirs)  # its mappings closed
         deadline = time.monotonic() + 10
-        while R._pending and time.monotonic() < deadline:
+        while L._pending and time.monotonic() < deadline:
             time.sleep(0.05)
         gc.collect()
-        assert gone_kept() is None and gone_late() is None and not R._pending
+        assert gone_kept() is None and gone_late() is None and not L._pending
         assert sorted(os.listdir(tmp_path / "runs.holds")) == [mine.name]  # the ended process's mark removed
     finally:
         other.kill()
         other.wait()
-    R.unhold(mine)
+    L.unhold(mine)
     assert not os.path.exists(tmp_path / "runs.holds")

@@ -42,9 +42,11 @@ import numpy as np
 
 from ..core import chunk, plan
 from ..core import frame_chunk as FC
+from . import remote
 from . import tasks as T
 from .passes import merge_tasks
 from ..core import filesort as F
+from ..core import run_lifetime as lifetime
 from ..core import runs as R
 from ..core.frame_wire import unwire, wire
 from ..engine import device as dev
@@ -70,7 +72,7 @@ class FromGraph(F.FirstPass):
         raise NotImplementedError
 
     def remake_run(self, q: int, gpu):
-        if self.inputs is None or R.this_worker() is None:  # no scheduler to ask (one process loses no worker)
+        if self.inputs is None or remote.this_worker() is None:  # no scheduler to ask (one process loses no worker)
             return super().remake_run(q, gpu)
         # a task of its own, not the run's: dask keeps a run's handle (small) on the workers that
         # read it, and gives that again though the run itself went with its worker
@@ -78,11 +80,11 @@ class FromGraph(F.FirstPass):
         got, future = T.run_again((T.name(T.REMADE, self.store.job), q, s.making(q)), *self.run_task(q))
         s.keep(future)
         run = F.handle(got)
-        R.this_worker().log_event(REMADE_TOPIC, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
+        remote.this_worker().log_event(REMADE_TOPIC, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
         return run
 
     def recovery(self, gpu):
-        if self.inputs is None or R.this_worker() is None:  # nothing to ask: a failed read keeps its own error
+        if self.inputs is None or remote.this_worker() is None:  # nothing to ask: a failed read keeps its own error
             return None
         return lambda q: self.remake(q, gpu)
 
@@ -234,7 +236,7 @@ def _distributed_workers() -> list | None:
     try:
         from distributed import default_client
 
-        return list(R.scheduler_identity(default_client())["workers"].values())
+        return list(remote.scheduler_identity(default_client())["workers"].values())
     except (ImportError, ValueError):
         return None
 
@@ -295,14 +297,16 @@ def store_config(
     from . import config
 
     base = Path(local_directory or dask.config.get("temporary-directory", None) or tempfile.gettempdir()).absolute()
-    R.remove_leftovers(base, PREFIX)
+    lifetime.remove_leftovers(base, PREFIX)
     directory = str(base / f"{PREFIX}-{os.getpid()}-{token[:16]}")
-    atexit.register(R.drop, token, directory)
+    atexit.register(lifetime.drop, token, directory)
     here = one_host()
     shared = float(config.get("runs.shared-gpu-fraction")) if gpu and here else 0.0
     # workers on several hosts share no directory: each keeps its runs on its own disk (its dask
     # local directory), and a merge asks the worker that holds a run for its slices
-    return R.StoreConfig(token, directory, row_bytes, host_budget, 0, local=not here, shared_fraction=shared, shared_budget=gpu_budget)
+    return R.StoreConfig(
+        token, directory, row_bytes, host_budget, 0, local=not here, shared_fraction=shared, shared_budget=gpu_budget, cluster=remote.DASK
+    )
 
 
 # -- dataframes -------------------------------------------------------------------------------------
@@ -399,8 +403,8 @@ def _read_rows(path: str, lo: int, hi: int):
 def _run_rows(job: FrameJob, run, lo: int, hi: int):
     """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
     if not isinstance(run, R.Chain):
-        return unwire(R.read_where_it_is(run, _rows_path(job, run), _read_rows, lo, hi))
-    return FC.concat([unwire(R.read_where_it_is(p, _rows_path(job, p), _read_rows, a, b)) for p, a, b in run.spans(lo, hi)])
+        return unwire(remote.read_where_it_is(run, _rows_path(job, run), _read_rows, lo, hi))
+    return FC.concat([unwire(remote.read_where_it_is(p, _rows_path(job, p), _read_rows, a, b)) for p, a, b in run.spans(lo, hi)])
 
 
 def frame_cuts(job: FrameJob, *made):
@@ -547,7 +551,7 @@ def report_stages(task: str, watch: F.Stopwatch, **facts) -> None:
     :data:`STAGES` (``{"task": task, stage: seconds, ..., fact: text}``; ``client.get_events(STAGES)``
     reads them), where the task runs on a distributed worker; elsewhere nothing. ``facts``: words
     that tell tasks apart (a run's tier, say), counted by the reader."""
-    worker = R.this_worker()
+    worker = remote.this_worker()
     if worker is not None:
         worker.log_event(STAGES, {"task": task, **watch.times, **facts})
 

@@ -17,7 +17,7 @@ import os
 
 from . import config
 from ..core import plan
-from ..core.runs import scheduler_identity
+from .remote import scheduler_identity
 
 MIN_GROUPS = 8  # merge groups at least (where there are as many outputs): see merge_groups
 

@@ -112,7 +112,7 @@ def run_again(key, func, *args):
     it no longer knows (dask fused an input chunk into the one task that took it) fails it with an
     OSError that says so. Tasks of several workers asking for the same ``key`` get one result.
     Hold ``future`` while the result must stay. The caller lets go of its thread meanwhile
-    (:func:`dsort.core.runs.seceded`): the task may wait for tasks that need one."""
+    (:func:`dsort.collections.remote.seceded`): the task may wait for tasks that need one."""
     from concurrent.futures import CancelledError
 
     from distributed import get_client

@@ -42,12 +42,25 @@ class Sorted:
         """Its rows' and keys' bytes, as dask measures a frame: the scheduler places the tasks
         that read a sorted part (its sample, windows and slices) by the bytes they would move; a
         size of a few bytes would let it move whole parts between workers instead."""
-        from dask.sizeof import sizeof
-
-        return sizeof(self.frame) + self.keys.nbytes + object.__sizeof__(self)
+        return frame_bytes(self.frame) + self.keys.nbytes + object.__sizeof__(self)
 
     def __reduce__(self):  # moved or spilled: arrays in object columns as Arrow (dsort.core.frame_wire)
         return (_sorted_again, (wire(self.frame), self.keys, self.widths, self.kinds))
+
+
+def frame_bytes(frame) -> int:
+    """About the bytes of ``frame`` (pandas or cudf), counted as dask's ``sizeof`` counts a frame:
+    its columns' and index's buffers, and the Python objects of its object columns from a sample
+    of 100 values each, scaled to the column."""
+    import sys
+
+    size = int(frame.memory_usage(index=True, deep=False).sum())
+    for _, col in frame.items():
+        n = len(col)
+        if n and col.dtype == object and isinstance(col, pd.Series):
+            at = np.linspace(0, n - 1, min(n, 100)).astype(np.int64)
+            size += sum(sys.getsizeof(v) for v in col.iloc[at].tolist()) * n // len(at)
+    return max(size, 1200)
 
 
 def _sorted_again(frame, keys, widths, kinds) -> Sorted:

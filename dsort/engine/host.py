@@ -49,18 +49,28 @@ def use_pool(arrow_pool) -> None:
         _STATE.update(pid=os.getpid(), pool=arrow_pool, made=0, given=None, seen=None)
 
 
+def _no_worker():
+    return None
+
+
+# The dask worker whose task runs in this thread, or None. The engine imports no dask: the package
+# sets it once (dsort/__init__.py: dsort.collections.remote.this_worker).
+find_worker = _no_worker
+
+
 def _worker_pool():
     """mimalloc's pool in a dask worker whose process has ``MALLOC_TRIM_THRESHOLD_`` set (by its
     nanny), its free pages given back when idle; else None."""
     if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
         return None
+    worker = find_worker()
+    if worker is None:
+        return None
     try:
         import pyarrow as pa
-        from distributed import get_worker
 
-        worker = get_worker()
         arrow_pool = pa.mimalloc_memory_pool()
-    except (ImportError, ValueError, NotImplementedError):  # no worker here, no mimalloc in this pyarrow
+    except (ImportError, NotImplementedError):  # no mimalloc in this pyarrow
         return None
     worker.loop.add_callback(_give_back_when_idle, worker, arrow_pool)
     return arrow_pool

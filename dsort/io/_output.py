@@ -29,7 +29,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from ..core.runs import alive
+from ..core.run_lifetime import alive
 from ..core.errors import InputError
 
 MARKER = "_dsort.json"  # inside every directory dsort writes: its manifest
