@@ -97,9 +97,9 @@ def timeline(title, records) -> None:
 
 def stages(client, since: float, until: float = float("inf")) -> None:
     """Where the tasks of the sort between ``since`` and ``until`` spent their time, from the events their
-    stopwatches sent (:func:`dsort.collections.external.report_stages`): seconds per stage, summed over the
+    stopwatches sent (:func:`dsort.collections.remote.report_stages`): seconds per stage, summed over the
     tasks, and the tasks that said each fact (``tier=shared``, say)."""
-    from dsort.collections.external import STAGES
+    from dsort.collections.remote import STAGES
 
     total, facts = {}, {}
     for when, event in client.get_events(STAGES):

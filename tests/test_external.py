@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import dsort
-from dsort.collections import external
+from dsort.collections import external, fixed_frames, frame_runs, remote, stores
 from dsort.core import run_lifetime as L
 from dsort.core import runs as R
 
@@ -95,9 +95,9 @@ def test_store_of_a_large_sort_runs_in_bounded_memory(tmp_path):
 
 def test_auto_chooses_external_when_the_array_does_not_fit(monkeypatch):
     x = da.arange(100_000, chunks=10_000)
-    monkeypatch.setattr(external, "where_it_runs", lambda: (True, 1 << 40))
+    monkeypatch.setattr(stores, "where_it_runs", lambda: (True, 1 << 40))
     assert not _graph_keys(dsort.sort(x), "dsort-run-")
-    monkeypatch.setattr(external, "where_it_runs", lambda: (True, 4 * x.nbytes - 1))
+    monkeypatch.setattr(stores, "where_it_runs", lambda: (True, 4 * x.nbytes - 1))
     s = dsort.sort(x, descending=True)
     assert _graph_keys(s, "dsort-run-")
     assert np.array_equal(s.compute(), np.arange(100_000)[::-1])
@@ -214,7 +214,7 @@ def _chain(df, by, ascending, na_position):
 def test_external_frame_sort_equals_pandas(by, ascending, na_position, partitions, rng, tmp_path, monkeypatch):
     from dsort.dataframe import sort_values
 
-    monkeypatch.setattr(external, "BLOCK_ROWS", 17)  # slices across many row blocks
+    monkeypatch.setattr(frame_runs, "BLOCK_ROWS", 17)  # slices across many row blocks
     dd = pytest.importorskip("dask.dataframe")
     df = _frame(rng, 0 if partitions == "tiny" and rng.random() < 0.5 else int(rng.integers(1, 700)))
     ddf = dd.from_pandas(df, npartitions=1 if partitions == "one" else 7, sort=False)
@@ -289,7 +289,7 @@ def test_fixed_width_frame_tasks_report_their_stages(tmp_path, rng):
     with distributed.LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
         with distributed.Client(cluster) as client:
             got = sort_values(ddf, "k", strategy="external", npartitions=outputs, local_directory=tmp_path).compute()
-            events = [e for _, e in client.get_events(external.STAGES)]
+            events = [e for _, e in client.get_events(remote.STAGES)]
     pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
     assert sorted(e["task"] for e in events) == ["cuts"] + ["merge"] * outputs + ["run"] * parts
     for e in events:
@@ -298,7 +298,7 @@ def test_fixed_width_frame_tasks_report_their_stages(tmp_path, rng):
         # the merges settle their own cuts from the cuts task's windows (one host's runs)
         wanted = {"run": {"encode", "sort"}, "cuts": {"samples", "windows"}, "merge": {"read runs", "settle cuts", "merge", "decode"}}
         assert wanted[e["task"]] <= set(stages)
-    assert external.report_stages("run", external.F.Stopwatch()) is None  # outside a worker: nothing, no error
+    assert remote.report_stages("run", remote.F.Stopwatch()) is None  # outside a worker: nothing, no error
 
 
 @pytest.mark.gpu
@@ -336,11 +336,11 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
         ascending = [bool(a) for a in rng.random(len(by)) < 0.5]
         spec = KeySpec.of(df, by, ascending, na_position)
         kb = spec.width((0,) * len(by))
-        job = external.FixedFrameJob(R.Layout(kb + codec.row_bytes, kb), spec, codec, 1, 256, None, gpu=True)
+        job = fixed_frames.FixedFrameJob(R.Layout(kb + codec.row_bytes, kb), spec, codec, 1, 256, None, gpu=True)
         host = np.empty((n, kb + codec.row_bytes), np.uint8)
         host[:, :kb] = spec.encode(df)[0]
         codec.encode(df, host, kb)
-        got = external._device_rows(job, [df.iloc[: n // 3], df.iloc[n // 3 :]], Stopwatch())  # two partitions, joined
+        got = fixed_frames._device_rows(job, [df.iloc[: n // 3], df.iloc[n // 3 :]], Stopwatch())  # two partitions, joined
         np.testing.assert_array_equal(cupy.asnumpy(got), host)
         pd.testing.assert_frame_equal(codec.frame([cupy.asnumpy(x) for x in codec.pick(got, kb)]), df)
 
@@ -377,7 +377,7 @@ def test_on_gpu_worker_processes_runs_stay_on_the_gpu_and_are_freed(tmp_path, rn
         with distributed.Client(cluster) as client:
             ddf = dd.from_pandas(df, npartitions=6, sort=False).persist()
             got = sort_values(ddf, "k", strategy="external", npartitions=5, local_directory=tmp_path, device="gpu").compute()
-            events = [e for _, e in client.get_events(external.STAGES)]
+            events = [e for _, e in client.get_events(remote.STAGES)]
             order = dsort.argsort(da.from_array(a, chunks=7_000), strategy="external", device="gpu", local_directory=tmp_path).compute()
             deadline = time.monotonic() + 20
             while any(client.run(_held_runs).values()) and time.monotonic() < deadline:
@@ -416,7 +416,7 @@ def test_runs_on_two_gpus_are_read_across_them(tmp_path, rng):
         with distributed.Client(cluster) as client:
             ddf = dd.from_pandas(df, npartitions=8, sort=False).persist()
             got = sort_values(ddf, "k", strategy="external", local_directory=tmp_path, device="gpu").compute()
-            events = [e for _, e in client.get_events(external.STAGES)]
+            events = [e for _, e in client.get_events(remote.STAGES)]
     pd.testing.assert_frame_equal(got, df.sort_values("k", kind="stable"))
     runs = [e for e in events if e["task"] == "run"]
     assert len({e["worker"] for e in runs}) == 2, runs
@@ -426,11 +426,11 @@ def test_runs_on_two_gpus_are_read_across_them(tmp_path, rng):
 def test_gpu_runs_stay_on_the_gpus_within_the_configured_share(tmp_path):
     """A GPU sort's store keeps runs on the GPUs up to ``dsort.runs.shared-gpu-fraction`` of
     their memory (one machine here); a CPU sort's, or with the fraction at 0, never."""
-    on_gpu = external.store_config("a" * 32, 8, tmp_path, 0, gpu=True)
+    on_gpu = stores.store_config("a" * 32, 8, tmp_path, 0, gpu=True)
     assert on_gpu.shared_fraction == dask.config.get("dsort.runs.shared-gpu-fraction") > 0
-    assert external.store_config("b" * 32, 8, tmp_path, 0).shared_fraction == 0
+    assert stores.store_config("b" * 32, 8, tmp_path, 0).shared_fraction == 0
     with dask.config.set({"dsort.runs.shared-gpu-fraction": 0}):
-        assert external.store_config("c" * 32, 8, tmp_path, 0, gpu=True).shared_fraction == 0
+        assert stores.store_config("c" * 32, 8, tmp_path, 0, gpu=True).shared_fraction == 0
 
 
 @pytest.mark.gpu
@@ -443,7 +443,7 @@ def test_shared_runs_stay_within_the_device_memory_limit(tmp_path):
     if not device.gpu_count():
         pytest.skip("no GPU")
     with dask.config.set({"dsort.runs.shared-gpu-fraction": 0.98}):
-        cfg = external.store_config("e" * 32, 8, tmp_path, 0, gpu=True, gpu_budget=3 * 8_000)
+        cfg = stores.store_config("e" * 32, 8, tmp_path, 0, gpu=True, gpu_budget=3 * 8_000)
     store = R.RunStore(cfg)
     try:
         blocks = [cupy.random.randint(0, 256, (1_000, 8), dtype=cupy.uint8) for _ in range(6)]
@@ -498,7 +498,7 @@ def test_a_worker_killed_during_the_merges_of_a_frame_sort(tmp_path, rng, kind, 
     an external frame sort run (rows of fixed-width columns in the run store's files, or pickled
     rows beside them; with device="gpu", the runs kept on the one GPU both processes share, read
     across them through CUDA IPC): dask makes what it held again, a merge that finds a run of the
-    lost worker gone has it made again (external.FromGraph), and the result is pandas' stable
+    lost worker gone has it made again (remote.FromGraph), and the result is pandas' stable
     sort, with no run left behind."""
     import signal
     import threading
@@ -569,7 +569,7 @@ def test_runs_lost_after_the_cuts_are_made_again_through_the_scheduler(tmp_path,
     dd = pytest.importorskip("dask.dataframe")
     from dask.delayed import Delayed
 
-    from dsort.collections.external import REMADE_TOPIC
+    from dsort.collections.remote import REMADE_TOPIC
     from dsort.collections.tasks import CUTS
 
     n = 60_000

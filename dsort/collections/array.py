@@ -31,7 +31,7 @@ from dask.array.utils import meta_from_array
 from .. import engine as engines
 from ..engine import keys as K
 from ..engine.device import is_device_array
-from . import external
+from . import stores
 from .graph import check_options, sort_graph
 
 
@@ -75,9 +75,9 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
     than a quarter of the memory the sort runs in (keys, values and their sorted copies would not
     fit); else the in-memory graph's own choice."""
     check_options(strategy, device, na_position)
-    one_process, memory = external.where_it_runs()
+    one_process, memory = stores.where_it_runs()
     on_gpus = device == "gpu" or is_device_array(keys._meta)
-    if strategy == "auto" and on_gpus and external.gpu_workers_of_one_host():
+    if strategy == "auto" and on_gpus and stores.gpu_workers_of_one_host():
         strategy = "external"
     if strategy == "auto" and isinstance(keys._meta, np.ndarray):
         nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))
@@ -92,7 +92,7 @@ def run_memory(memory_limit) -> int:
     only) where the graph runs in several processes (a run in one worker's memory is not in
     another's) or ``memory_limit`` is 0; else ``memory_limit`` (bytes, a size, or a fraction of
     the available memory), ``"auto"`` a quarter of it."""
-    one_process, memory = external.where_it_runs()
+    one_process, memory = stores.where_it_runs()
     if not one_process or memory_limit == 0:
         return 0
     from .config import parse_size

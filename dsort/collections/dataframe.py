@@ -60,11 +60,11 @@ def choose_strategy(partitions: int, outputs: int, divisions: bool = False, devi
     its slices inside its merge tasks (on one machine from the page cache). Measured on 8 CPU
     workers (BENCHMARKS.md, "Scale"), the in-memory sort was the faster or within 1.2x of the
     external one at 16 to 4096 partitions."""
-    from . import config, external, scale
+    from . import config, scale, stores
 
     runs = len(scale.frame_runs(partitions, external=False))
     pieces = runs * len(scale.merge_groups(outputs, runs))
-    if divisions or not external.one_host():
+    if divisions or not stores.one_host():
         return "memory"
     if device == "gpu" or pieces > int(config.get("dataframe.memory-pieces")):
         return "external"
@@ -223,7 +223,7 @@ def sort_values_external(
     is sorted by its encoded keys into a run (its rows pickled in blocks in a file under
     ``local_directory``, its keys in the run store, in memory up to ``memory_limit``), the exact cuts
     of every output partition come from the keys alone, and each output partition reads its slices
-    of the runs and merges them (:mod:`dsort.collections.external`), so
+    of the runs and merges them (:mod:`dsort.collections.frame_runs`, :mod:`dsort.collections.fixed_frames`), so
     ``sort_values_external(df, ...).to_parquet(path)`` never holds the frame. ``npartitions``
     output partitions (default: the input's), balanced to within one row; the runs are removed once
     every output partition is made. Lazy, as the in-memory sort. Sorted on GPUs (``device="gpu"``
@@ -234,7 +234,7 @@ def sort_values_external(
     ``memory_limit``, one process) and then files."""
     from dask.base import tokenize
 
-    from . import config, external, scale
+    from . import config, fixed_frames, frame_runs, scale, stores
     from ..core import plan, runs as R
     from .array import run_memory
     from .passes import merge_tasks
@@ -263,18 +263,20 @@ def sort_values_external(
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         gpu = device == "gpu" or gpu_frame
-        store = external.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget)
-        chunks = T.Chunks.of(df.__dask_keys__())  # a lost run is made again from them (external.FromGraph)
-        job = external.FixedFrameJob(
+        store = stores.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget)
+        chunks = T.Chunks.of(df.__dask_keys__())  # a lost run is made again from them (remote.FromGraph)
+        job = fixed_frames.FixedFrameJob(
             layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=gpu, cudf=gpu_frame, starts=starts,
             inputs=None if chunks is None else (chunks, tuple(runs_at)), **first
         )  # fmt: skip
-        run, cuts, merge, extra, functions = external.fixed_run, external.fixed_cuts, external.fixed_merge, (), None
+        run, cuts, merge, extra, functions = fixed_frames.fixed_run, fixed_frames.fixed_cuts, fixed_frames.fixed_merge, (), None
     else:
-        store = external.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
-        job = external.FrameJob(spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts, **first)
-        run, cuts, merge, extra = external.frame_run, external.frame_cuts, external.frame_merge, (df._meta,)
-        functions = external.frame_group_cuts, external.frame_group_merge, external.frame_chain
+        store = stores.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
+        job = frame_runs.FrameJob(
+            spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts, **first
+        )
+        run, cuts, merge, extra = frame_runs.frame_run, frame_runs.frame_cuts, frame_runs.frame_merge, (df._meta,)
+        functions = frame_runs.frame_group_cuts, frame_runs.frame_group_merge, frame_runs.frame_chain
     dsk = {}
     inputs = wired_inputs(dsk, df, tok) if codec is None else df.__dask_keys__()  # fixed-width frames have no object columns
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
@@ -291,8 +293,8 @@ def sort_values_external(
         dsk, job, tok, runs, cuts, merge, len(groups), owners=run_owners, first=functions, extra=extra, wrap=wired
     )
     sizes = T.name(T.SIZES, tok)
-    dsk[sizes] = T.task(sizes, external.output_sizes, job, T.ref(cut))
-    piece = external.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
+    dsk[sizes] = T.task(sizes, frame_runs.output_sizes, job, T.ref(cut))
+    piece = fixed_frames.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
     outputs = output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece)
     return as_collection(df, dsk, df._meta, None, outputs, tok, ignore_index)
 

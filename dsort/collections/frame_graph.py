@@ -167,7 +167,7 @@ def wired_inputs(dsk: dict, df, token: str) -> list:
     (:func:`dsort.core.frame_wire.wire`: converted only if pickled)."""
     import pandas as pd
 
-    from .external import rows_travel
+    from .stores import rows_travel
 
     keys = df.__dask_keys__()
     meta = getattr(df, "_meta", None)

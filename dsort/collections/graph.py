@@ -29,7 +29,7 @@ from dask.base import tokenize
 from dask.highlevelgraph import HighLevelGraph
 
 from ..core import chunk, plan
-from . import external, scale
+from . import external, scale, stores
 from . import config  # (also: the dask front end registers the dsort.* settings with dask.config)
 from ..core import runs as R
 from . import tasks as T
@@ -260,7 +260,7 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         layout=layout,
         range_rows=range_rows,
         spacing=spacing,
-        store=external.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
+        store=stores.store_config(token, layout.row_bytes, local_directory, host_budget, gpu=gpu),
         key_shape=tuple(keys.shape[1:]),
         value_dtype=value_dtype,
         value_shape=value_shape,

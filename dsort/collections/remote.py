@@ -2,7 +2,7 @@
 thread while it waits, and slices of runs on other machines' disks read where they are.
 
 :data:`DASK` is the :class:`~dsort.core.run_handles.Cluster` that the stores of a sort run by dask
-carry in their config (:func:`dsort.collections.external.store_config`): on a distributed worker it
+carry in their config (:func:`dsort.collections.stores.store_config`): on a distributed worker it
 names the worker and reads other workers' runs by tasks pinned to them; elsewhere (dask's local
 schedulers, the client) it is one process, as :data:`dsort.core.run_handles.LOCAL`. Nothing here
 imports distributed before a worker runs (the embedded sort never pays for it).
@@ -18,7 +18,9 @@ import threading
 import time
 import uuid
 
+from ..core import filesort as F
 from ..core import runs as R
+from . import tasks as T
 from ..core.run_handles import Run, flat
 
 logger = logging.getLogger(__name__)
@@ -230,3 +232,50 @@ def _doing(client, worker: str, key) -> str:
         return client.sync(client._run, ask, workers=[worker], callback_timeout=10)[worker]
     except Exception as e:  # noqa: BLE001 (a diagnosis only)
         return f"it did not say: {type(e).__name__}: {e}"
+
+
+REMADE_TOPIC = "dsort-runs-remade"  # the topic of the events that name each run a merge had made again (FromGraph)
+
+
+class FromGraph(F.FirstPass):
+    """A job of a sort of dask collections: a run that cannot be read (its worker lost, say, and
+    with it the GPU memory or the disk that held it) is made again through the dask scheduler,
+    by the task that made it in the graph, run again (:func:`dsort.collections.tasks.run_again`:
+    from its input chunks, made again too where they are lost), by a merge that finds it gone;
+    its result stays while the run store that asked for it does. For the jobs' dataclasses, which
+    hold ``inputs`` (how the graph named the run tasks' inputs; None: not made again) and say
+    :meth:`run_task`."""
+
+    def run_task(self, q: int) -> tuple:
+        """``(function, *arguments)`` of run ``q``'s task in the graph."""
+        raise NotImplementedError
+
+    def remake_run(self, q: int, gpu):
+        if self.inputs is None or this_worker() is None:  # no scheduler to ask (one process loses no worker)
+            return super().remake_run(q, gpu)
+        # a task of its own, not the run's: dask keeps a run's handle (small) on the workers that
+        # read it, and gives that again though the run itself went with its worker
+        s = R.store(self.store)
+        got, future = T.run_again((T.name(T.REMADE, self.store.job), q, s.making(q)), *self.run_task(q))
+        s.keep(future)
+        run = F.handle(got)
+        this_worker().log_event(REMADE_TOPIC, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
+        return run
+
+    def recovery(self, gpu):
+        if self.inputs is None or this_worker() is None:  # nothing to ask: a failed read keeps its own error
+            return None
+        return lambda q: self.remake(q, gpu)
+
+
+STAGES = "dsort-stages"  # the topic of the events that say where a frame sort's tasks spent their time
+
+
+def report_stages(task: str, watch: F.Stopwatch, **facts) -> None:
+    """Send one task's seconds per stage (``watch``) to the dask scheduler as an event of topic
+    :data:`STAGES` (``{"task": task, stage: seconds, ..., fact: text}``; ``client.get_events(STAGES)``
+    reads them), where the task runs on a distributed worker; elsewhere nothing. ``facts``: words
+    that tell tasks apart (a run's tier, say), counted by the reader."""
+    worker = this_worker()
+    if worker is not None:
+        worker.log_event(STAGES, {"task": task, **watch.times, **facts})
