@@ -39,7 +39,8 @@ def _job(rows: int, runs: int, directory: str):
     sizes = [len(c) for c in np.array_split(np.arange(rows), runs)]
     layout = R.Layout(16, 8, "<i8")
     store = R.StoreConfig(uuid.uuid4().hex, directory, 16, shared_fraction=0.5)
-    return external.ArrayJob(layout, tuple(sizes), plan.sample_spacing(sizes, max(runs - 1, 1)), store, (), np.dtype(np.int64), gpu=True)
+    spacing = plan.sample_spacing(sizes, max(runs - 1, 1))
+    return external.ArrayJob((), np.dtype(np.int64), gpu=True, layout=layout, range_rows=tuple(sizes), spacing=spacing, store=store)
 
 
 def owner(rows: int, runs: int, directory: str) -> None:

@@ -308,9 +308,9 @@ def _sort_fixed(
                 spacing, chain_spacing = plan.pass_spacings([b[2] for b in blocks], len(ranges), groups, group_ranges)
                 gpus = res.gpus if client is None else ((0,) if res.gpus else ())
                 job = F.Job(
-                    job_id, blocks, layout, str(tmp), out_offset, ranges, spacing, store, gpus, max(gpu_tasks, 1), descending,
-                    groups=groups, group_ranges=group_ranges, checksums_apart=apart,
-                    chain_spacing=chain_spacing,
+                    job_id, blocks, str(tmp), out_offset, gpus, max(gpu_tasks, 1), checksums_apart=apart, store=store,
+                    spacing=spacing, layout=layout, range_rows=ranges, descending=descending, groups=groups,
+                    group_ranges=group_ranges, chain_spacing=chain_spacing,
                 )  # fmt: skip
                 dsk, run_keys, chain_keys, merge_keys = fixed.graph(job)
                 input_sums = _input_sums(job, res.threads) if apart else None

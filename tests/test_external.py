@@ -17,7 +17,7 @@ import pandas as pd
 import pytest
 
 import dsort
-from dsort.collections import external, fixed_frames, frame_runs, remote, stores
+from dsort.collections import fixed_frames, frame_runs, remote, stores
 from dsort.core import run_lifetime as L
 from dsort.core import runs as R
 
@@ -336,7 +336,7 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
         ascending = [bool(a) for a in rng.random(len(by)) < 0.5]
         spec = KeySpec.of(df, by, ascending, na_position)
         kb = spec.width((0,) * len(by))
-        job = fixed_frames.FixedFrameJob(R.Layout(kb + codec.row_bytes, kb), spec, codec, 1, 256, None, gpu=True)
+        job = fixed_frames.FixedFrameJob(spec, codec, 1, layout=R.Layout(kb + codec.row_bytes, kb), spacing=256, store=None, gpu=True)
         host = np.empty((n, kb + codec.row_bytes), np.uint8)
         host[:, :kb] = spec.encode(df)[0]
         codec.encode(df, host, kb)

@@ -563,7 +563,7 @@ def test_a_jobs_token_is_its_fields_hashed_once(tmp_path, monkeypatch):
     n = 5_000
     blocks = tuple((str(tmp_path / "in.bin"), 100 * i, 1) for i in range(n))
     store = R.StoreConfig("job", str(tmp_path / "runs"), 100)
-    job = F.Job("job", blocks, R.Layout(100, 10), str(tmp_path / "out"), 0, plan.ranges(n, 7), 7, store)
+    job = F.Job("job", blocks, str(tmp_path / "out"), 0, layout=R.Layout(100, 10), range_rows=plan.ranges(n, 7), spacing=7, store=store)
     dumps = []
     real = F.pickle.dumps
 
@@ -576,7 +576,7 @@ def test_a_jobs_token_is_its_fields_hashed_once(tmp_path, monkeypatch):
     graph = [(F.Stopwatch, job, i) for i in range(n)]
     token = tokenize(graph)
     assert len(dumps) == 1 and tokenize(graph) == token
-    same = F.Job("job", blocks, R.Layout(100, 10), str(tmp_path / "out"), 0, plan.ranges(n, 7), 7, store)
+    same = F.Job("job", blocks, str(tmp_path / "out"), 0, layout=R.Layout(100, 10), range_rows=plan.ranges(n, 7), spacing=7, store=store)
     assert tokenize(same) == tokenize(job)
     for other in (replace(job, descending=True), replace(job, blocks=blocks[:-1]), replace(job, range_rows=plan.ranges(n, 8))):
         assert tokenize(other) != tokenize(job)

@@ -118,8 +118,8 @@ def test_a_lost_piece_is_made_again_the_same_from_its_groups_blocks(tmp_path, rn
         groups = merge_groups(len(blocks))
     group_ranges = tuple(plan.ranges(sum(b[2] for b in blocks[a:z]), 700) for a, z in groups)
     store = R.StoreConfig(uuid.uuid4().hex, str(tmp_path / "runs"), 100)
-    job = F.Job(store.job, blocks, R.Layout(100, 10), str(tmp_path / "out"), 0, plan.ranges(5_000, 700), 7, store,
-                groups=groups, group_ranges=group_ranges)  # fmt: skip
+    job = F.Job(store.job, blocks, str(tmp_path / "out"), 0, layout=R.Layout(100, 10), range_rows=plan.ranges(5_000, 700),
+                spacing=7, store=store, groups=groups, group_ranges=group_ranges)  # fmt: skip
     dsk, _, chain_keys, _ = _fixed.graph(job)
     assert len(chain_keys) == len(groups) == 5 and all(k[0].startswith(CHAIN) for k in chain_keys)  # 17 runs
     try:

@@ -266,14 +266,14 @@ def sort_values_external(
         store = stores.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget)
         chunks = T.Chunks.of(df.__dask_keys__())  # a lost run is made again from them (remote.FromGraph)
         job = fixed_frames.FixedFrameJob(
-            layout, spec, codec, partitions, spacing, store, ignore_index=ignore_index, gpu=gpu, cudf=gpu_frame, starts=starts,
-            inputs=None if chunks is None else (chunks, tuple(runs_at)), **first
+            spec, codec, partitions, layout=layout, spacing=spacing, store=store, ignore_index=ignore_index, gpu=gpu,
+            cudf=gpu_frame, starts=starts, inputs=None if chunks is None else (chunks, tuple(runs_at)), **first
         )  # fmt: skip
         run, cuts, merge, extra, functions = fixed_frames.fixed_run, fixed_frames.fixed_cuts, fixed_frames.fixed_merge, (), None
     else:
         store = stores.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
         job = frame_runs.FrameJob(
-            spec, widths, partitions, spacing, store, ignore_index=ignore_index, device=device, starts=starts, **first
+            spec, widths, partitions, spacing=spacing, store=store, ignore_index=ignore_index, device=device, starts=starts, **first
         )
         run, cuts, merge, extra = frame_runs.frame_run, frame_runs.frame_cuts, frame_runs.frame_merge, (df._meta,)
         functions = frame_runs.frame_group_cuts, frame_runs.frame_group_merge, frame_runs.frame_chain

@@ -48,25 +48,16 @@ from .stores import device_here
 
 @dataclass(frozen=True)
 class ArrayJob(remote.FromGraph):
-    """What the tasks of one external array sort need (the attributes of :class:`dsort.core.filesort.Job`
-    that :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
-    :func:`~dsort.core.filesort.merge_rows` read)."""
+    """What the tasks of one external array sort need: a :class:`~dsort.core.filesort.RunJob`
+    (its ``layout``: key bytes, ``dtype`` the key's dtype or None for byte rows, then value
+    bytes; its ``range_rows``: the input's chunk sizes), and the array's."""
 
-    layout: R.Layout  # key bytes (``dtype``: the key's dtype, None for byte rows), then value bytes
-    range_rows: tuple  # rows of every output chunk: the input's chunk sizes
-    spacing: int
-    store: R.StoreConfig
     key_shape: tuple  # trailing shape of a key: () or (width,) for byte rows
     value_dtype: object  # a NumPy dtype, None: keys only
     value_shape: tuple = ()
     positions: bool = False  # the values are the keys' global int64 positions
     gpu: bool = False  # sort and merge on the worker's current GPU
-    descending: bool = False
-    na_position: str = "last"
-    groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass)
-    group_ranges: tuple = ()
     first_piece: int = 0  # the runs' count: pieces of the first pass are kept after them
-    chain_spacing: int = 0
     inputs: tuple | None = None  # ((keys' Chunks, values' Chunks or None), ((its chunks, their first rows) of each run))
 
     def gpu_for(self, t: int):

@@ -26,27 +26,19 @@ from .stores import device_here
 
 @dataclass(frozen=True)
 class FixedFrameJob(remote.FromGraph):
-    """What the tasks of one external sort of a fixed-width frame need (the attributes
-    :func:`~dsort.core.filesort.sort_and_keep`, :func:`~dsort.core.filesort.cut_runs` and
-    :func:`~dsort.core.filesort.merge_rows` read, and the frame's)."""
+    """What the tasks of one external sort of a fixed-width frame need: a
+    :class:`~dsort.core.filesort.RunJob` (its ``layout``: the key's bytes, then the row's; its
+    ``range_rows``: set by the cuts task, once the runs' sizes are known; always ascending: the
+    key bytes carry the order), and the frame's."""
 
-    layout: R.Layout  # the key's bytes, then the row's
     spec: object  # the sort's KeySpec
     codec: object  # the rows' RowCodec
     partitions: int
-    spacing: int
-    store: R.StoreConfig
-    range_rows: tuple = ()  # rows of every merge group: set by the cuts task, once the runs' sizes are known
     ignore_index: bool = False
     gpu: bool = False
     cudf: bool = False  # cudf partitions (a dask-cudf frame): their columns read and the outputs made on the GPU
     starts: tuple = (0,)  # the first output of every merge group
-    descending: bool = False  # the key bytes carry the order: always ascending here
-    na_position: str = "last"
-    groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass),
-    group_ranges: tuple = ()  # of as many ranges as each group's runs, sized by the group cuts (zeros here)
     first_piece: int = 0
-    chain_spacing: int = 0
     inputs: tuple | None = None  # (the input partitions' Chunks, ((first partition, end partition) of each run))
 
     def gpu_for(self, t: int):

@@ -26,19 +26,17 @@ BLOCK_ROWS = 1 << 16
 
 
 @dataclass(frozen=True)
-class FrameJob(F.FirstPass):
-    """What the tasks of one external dataframe sort need (see :class:`ArrayJob`)."""
+class FrameJob(F.RunJob):
+    """What the tasks of one external dataframe sort need: a :class:`~dsort.core.filesort.RunJob`
+    (no ``layout``: rows vary; its ``spacing`` is the chains' too, their pieces sampled at its
+    multiples; its ``group_ranges`` zeros, sized by the group cuts), and the frame's."""
 
     spec: object  # the sort's :class:`~dsort.core.frame_keys.KeySpec`
     widths: tuple | None  # string widths for every partition's keys; None: each its own
     partitions: int  # output partitions, balanced to within one row
-    spacing: int  # the runs' sample spacing, and the chains' (their pieces sample at its multiples)
-    store: R.StoreConfig
     ignore_index: bool = False
     device: str | None = None
     starts: tuple = (0,)  # the first output of every merge group
-    groups: tuple = ()  # more runs than one merge pass takes: a first pass (dsort.core.filesort.FirstPass),
-    group_ranges: tuple = ()  # of as many ranges as each group's runs (zeros: sized by the group cuts)
     first_piece: int = 0
 
 

@@ -237,7 +237,7 @@ def _doing(client, worker: str, key) -> str:
 REMADE_TOPIC = "dsort-runs-remade"  # the topic of the events that name each run a merge had made again (FromGraph)
 
 
-class FromGraph(F.FirstPass):
+class FromGraph(F.RunJob):
     """A job of a sort of dask collections: a run that cannot be read (its worker lost, say, and
     with it the GPU memory or the disk that held it) is made again through the dask scheduler,
     by the task that made it in the graph, run again (:func:`dsort.collections.tasks.run_again`:

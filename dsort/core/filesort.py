@@ -128,26 +128,40 @@ class FirstPass:
         return None
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunJob(FirstPass):
+    """What the run, cut and merge functions of this module read of a sort's job, whatever it
+    sorts: each kind adds its own fields (the file sort's :class:`Job`; arrays'
+    :class:`~dsort.collections.external.ArrayJob`; frames'
+    :class:`~dsort.collections.fixed_frames.FixedFrameJob` and
+    :class:`~dsort.collections.frame_runs.FrameJob`). Small and frozen: it travels with every task."""
+
+    store: R.StoreConfig  # where the runs are kept
+    spacing: int  # the runs' sample spacing
+    layout: R.Layout | None = None  # fixed-width rows: the key's bytes, then the rest (None: rows vary)
+    range_rows: tuple = ()  # rows of every output range (merge group), in order, where known
+    descending: bool = False
+    na_position: str = "last"
+    groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
+    group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
+    chain_spacing: int = 0  # the chains' sample spacing, where there is a first pass (FirstPass.final)
+
+    def gpu_for(self, t: int):
+        """The GPU of task ``t`` (None: the CPU)."""
+        return None
+
+
 @dataclass(frozen=True)
-class Job(FirstPass):
-    """What every task of one file sort needs to know; small, so it travels with each task."""
+class Job(RunJob):
+    """What every task of one file sort needs to know (and :class:`RunJob`'s fields)."""
 
     id: str
     blocks: tuple  # ((path, byte offset, rows), ...): the input blocks, in input order
-    layout: R.Layout
     output: str  # the (staged) output file, allocated before the tasks run
     out_offset: int  # where the rows start in it (after a .npy header)
-    range_rows: tuple  # rows of every output range, in order
-    spacing: int  # the runs' sample spacing
-    store: R.StoreConfig
     gpus: tuple = ()  # CUDA devices to use, () for the CPU
     gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
-    descending: bool = False
-    na_position: str = "last"
     checksums_apart: bool = False  # on the CPU: checksums summed from the files by their own process (checksums.sums_apart)
-    chain_spacing: int = 0  # the chains' sample spacing, where there is a first pass (FirstPass.final)
-    groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
-    group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
 
     @property
     def sizes(self):
@@ -263,11 +277,10 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
     return sort_and_keep(job, i, rows, watch, gpu), summary
 
 
-def sort_and_keep(job, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
+def sort_and_keep(job: RunJob, i: int, rows, watch: Stopwatch, gpu=None) -> R.Run:
     """Sort block ``i``'s ``rows`` (``(n, row_bytes)`` uint8, NumPy or CuPy) by their keys (with
     a payload: the keys with their positions, then every row moved once) and keep them as run
-    ``i`` in the job's store. ``job``: anything with ``layout``, ``spacing``, ``store``,
-    ``descending`` and ``na_position``."""
+    ``i`` in the job's store."""
     lay = job.layout
     keys = lay.keys(rows)
     e = engines.get(keys)
@@ -319,11 +332,9 @@ def range_starts(bounds) -> np.ndarray:
     return np.asarray(bounds, np.int64).sum(axis=1)
 
 
-def cut_runs(job, runs, watch: Stopwatch | None = None, settle_later: bool = False):
+def cut_runs(job: RunJob, runs, watch: Stopwatch | None = None, settle_later: bool = False):
     """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
-    the runs' handles without their samples (what the merges need). ``job``: anything with
-    ``range_rows``, ``spacing``, ``layout``, ``store``, ``descending`` and ``na_position``;
-    ``watch`` times its stages. ``settle_later`` (the merges read through :func:`merge_rows`):
+    the runs' handles without their samples (what the merges need); ``watch`` times its stages. ``settle_later`` (the merges read through :func:`merge_rows`):
     where every worker reads the runs in place (one host's; not ``job.store.local``), only the
     windows of the cuts (a :class:`Windowed`, in place of the rows), each merge settling its own."""
     watch = watch or Stopwatch()
@@ -351,7 +362,7 @@ GPU_RANKED_SAMPLES = 1 << 16  # from this many samples on, the cuts rank them on
 GPU_RANKED_SAMPLES_COLD = 1 << 20  # and from this many on a GPU whose ranking it has not
 
 
-def _samples(job, runs) -> list:
+def _samples(job: RunJob, runs) -> list:
     """The runs' samples, copied to this worker's GPU where the job sorts on GPUs and they are not
     few: 360,000 of them (2^28 keys in 16 runs) took the cuts task 37 ms on an H200 box's host,
     every GPU idle meanwhile, of a sort of 0.2 s on four GPUs; a GPU ranks them in 4 ms. Fewer
@@ -436,7 +447,7 @@ def _key_windows(layout, per_run, lengths):
     return plan.Windows.from_runs([keys_of(g) for g in per_run], lengths)
 
 
-def settled_slices(job, cut, t: int, gpu=None, recover=None, watch=None) -> tuple:
+def settled_slices(job: RunJob, cut, t: int, gpu=None, recover=None, watch=None) -> tuple:
     """Output range ``t``'s slices of every run where the merge settles its cuts (``cut[0]`` a
     :class:`Windowed`): each run read once, from its window around the range's first cut to the one
     around its last (the slice and the windows at its ends: a few more rows), onto ``gpu`` or into
@@ -510,13 +521,13 @@ def handle(result):
     return result[0] if isinstance(result, tuple) else result
 
 
-def group_cuts_task(job: FirstPass, g: int, results):
+def group_cuts_task(job: RunJob, g: int, results):
     """The exact cuts of group ``g``'s first-pass ranges in its runs (the run tasks' ``results``)."""
     runs = [handle(r) for r in results]
     return cut_runs(job.group(g, runs), runs)
 
 
-def group_merge_task(job: FirstPass, cut, g: int, t: int):
+def group_merge_task(job: RunJob, cut, g: int, t: int):
     """Range ``t`` of group ``g``'s first pass, merged from its slices of the group's runs and kept
     as a piece of the group's chain: ``(piece Run, stage times)``."""
     gpu = job.gpu_for(t)
@@ -525,7 +536,7 @@ def group_merge_task(job: FirstPass, cut, g: int, t: int):
     return _merge_piece(job, cut, g, t, watch, gpu, fetched), watch.times
 
 
-def _merge_piece(job: FirstPass, cut, g: int, t: int, watch: Stopwatch, gpu, fetched=None):
+def _merge_piece(job: RunJob, cut, g: int, t: int, watch: Stopwatch, gpu, fetched=None):
     """Group ``g``'s range ``t`` merged from its slices (``cut``: the group's) and kept in the run
     store as a piece of the group's chain, with the keys at the chain's sample positions (multiples
     of the final pass's spacing; the piece starts at the chain's row ``first``)."""
@@ -543,7 +554,7 @@ def _merge_piece(job: FirstPass, cut, g: int, t: int, watch: Stopwatch, gpu, fet
         return piece
 
 
-def chain_task(job: FirstPass, g: int, results):
+def chain_task(job: RunJob, g: int, results):
     """Group ``g``'s chained run from its pieces (the group merges' ``results``): ``(Chain, stage
     times)``, each stage named for the first pass. In the embedded sort (one process, no worker
     to lose) the group's runs are freed here, every piece being made: the disk holds the input's
@@ -561,7 +572,7 @@ def chain_task(job: FirstPass, g: int, results):
     return R.Chain(job.store.job, g, pieces), times
 
 
-def remake_piece(job: FirstPass, q: int, gpu):
+def remake_piece(job: RunJob, q: int, gpu):
     """Piece ``q`` of a chained run, made again here (its worker gone): its group's runs made
     again (:meth:`FirstPass.remake_run`, once per process), cut again (the same cuts: the same
     runs and samples), and its range merged."""
@@ -572,7 +583,7 @@ def remake_piece(job: FirstPass, q: int, gpu):
     return _merge_piece(job, cut_runs(job.group(g, runs), runs), g, t, Stopwatch(), gpu)
 
 
-def merge_rows(job, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
+def merge_rows(job: RunJob, cut, t: int, watch: Stopwatch, gpu=None, fetched=None):
     """Output range ``t``'s rows: its slices of every run (see :func:`cuts_task`) read onto
     ``gpu`` (or into host memory) and merged; ``(keys, rows)``, or None when the range is empty.
     ``fetched``: the slices from other workers, where the caller fetched them first
