@@ -254,17 +254,17 @@ def _warm_up() -> None:
     caches its own kernels that a sort uses (checksums, order checks, casts, the cuts' ranking of
     samples) now, not on first use."""
     from .collections import config
-    from .core import filesort
+    from .core import cuts
     from .io import gen
     from .service import sort_files
 
     min_block = config.nbytes("file-sort.min-block")
-    ranked = filesort.GPU_RANKED_SAMPLES, filesort.GPU_RANKED_SAMPLES_COLD
-    filesort.GPU_RANKED_SAMPLES = filesort.GPU_RANKED_SAMPLES_COLD = 0  # the cuts' ranking of samples on the GPU too
+    ranked = cuts.GPU_RANKED_SAMPLES, cuts.GPU_RANKED_SAMPLES_COLD
+    cuts.GPU_RANKED_SAMPLES = cuts.GPU_RANKED_SAMPLES_COLD = 0  # the cuts' ranking of samples on the GPU too
     try:
         _warm_up_sorts(min_block, gen, sort_files)
     finally:
-        filesort.GPU_RANKED_SAMPLES, filesort.GPU_RANKED_SAMPLES_COLD = ranked
+        cuts.GPU_RANKED_SAMPLES, cuts.GPU_RANKED_SAMPLES_COLD = ranked
 
 
 def _warm_up_sorts(min_block: int, gen, sort_files) -> None:

@@ -315,7 +315,8 @@ def test_rows_made_on_the_gpu_equal_the_hosts(rng, na_position):
     import cupy
 
     from dsort.core.filesort import Stopwatch
-    from dsort.core.frame_keys import KeySpec, RowCodec
+    from dsort.core.frame_keys import KeySpec
+    from dsort.core.frame_rows import RowCodec
 
     n = int(rng.integers(0, 3000))
     df = pd.DataFrame(

@@ -67,12 +67,12 @@ def test_records_every_tier(tmp_path, engine, tier, n, chunk, rng):
 @pytest.mark.parametrize("ranked_on_gpu", [False, True])
 @pytest.mark.parametrize("engine", ENGINES)
 def test_cuts_ranked_on_the_host_or_the_gpu(tmp_path, monkeypatch, engine, ranked_on_gpu, rng):
-    """The samples of many runs ranked on a GPU (from dsort.core.filesort.GPU_RANKED_SAMPLES on) or on
+    """The samples of many runs ranked on a GPU (from dsort.core.cuts.GPU_RANKED_SAMPLES on) or on
     the host: the same stable sort."""
-    from dsort.core import filesort
+    from dsort.core import cuts
 
-    monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES", 0 if ranked_on_gpu else 1 << 62)
-    monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES_COLD", 0 if ranked_on_gpu else 1 << 62)
+    monkeypatch.setattr(cuts, "GPU_RANKED_SAMPLES", 0 if ranked_on_gpu else 1 << 62)
+    monkeypatch.setattr(cuts, "GPU_RANKED_SAMPLES_COLD", 0 if ranked_on_gpu else 1 << 62)
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
     gen.records(30_000, src, seed=int(rng.integers(1 << 30)), skew=True)
     _sort(src, out, engine, "memory", 200_000)  # 15 runs
@@ -89,7 +89,7 @@ def test_cuts_settled_by_the_merges_are_the_cuts_tasks(tmp_path, rng, trial, eng
     runs in host memory, or on a GPU (the merge's windows read onto it and joined there)."""
     from types import SimpleNamespace
 
-    from dsort.core import chunk, filesort, plan
+    from dsort.core import chunk, cuts, filesort, plan
     from dsort.core import runs as R
     from dsort.engine import device as dev
 
@@ -123,11 +123,11 @@ def test_cuts_settled_by_the_merges_are_the_cuts_tasks(tmp_path, rng, trial, eng
         job.gpu, job.recovery = False, lambda gpu: None
         exact, bare = filesort.cut_runs(job, runs)
         windowed, _ = filesort.cut_runs(job, runs, settle_later=True)
-        np.testing.assert_array_equal(filesort.range_starts(windowed), filesort.range_starts(exact))
+        np.testing.assert_array_equal(cuts.range_starts(windowed), cuts.range_starts(exact))
         merged = []
         for t in range(len(range_rows)):
-            if isinstance(windowed, filesort.Windowed):  # else one run or one range: the exact cuts
-                np.testing.assert_array_equal(filesort.settled_slices(job, (windowed, bare), t, gpu)[0][0], exact[t : t + 2])
+            if isinstance(windowed, cuts.Windowed):  # else one run or one range: the exact cuts
+                np.testing.assert_array_equal(cuts.settled_slices(job, (windowed, bare), t, gpu)[0][0], exact[t : t + 2])
             got = filesort.merge_rows(job, (windowed, bare), t, filesort.Stopwatch(), gpu)
             merged.append(np.empty(0, dtype) if got is None else dev.to_host(got[0]))
         want = pd.Series(np.concatenate(every)).sort_values(ascending=not descending, na_position=na_position, kind="stable")
@@ -147,22 +147,22 @@ def test_a_process_ranks_samples_on_the_gpu_once_its_kernels_are_loaded(monkeypa
     import time
     from types import SimpleNamespace
 
-    from dsort.core import filesort, plan
+    from dsort.core import cuts, plan
 
-    monkeypatch.setattr(filesort, "_ranking_warm", {})
-    monkeypatch.setattr(filesort, "GPU_RANKED_SAMPLES", 0)
+    monkeypatch.setattr(cuts, "_ranking_warm", {})
+    monkeypatch.setattr(cuts, "GPU_RANKED_SAMPLES", 0)
     spacing, per = 5, 300
     samples = [np.sort(rng.integers(-50, 50, per).astype(dtype)) for _ in range(3)]
     if dtype == "float64":
         samples[1][-7:] = np.nan
     job = SimpleNamespace(gpu=True, descending=False, na_position="last", spacing=spacing)
     runs = [SimpleNamespace(sample=x) for x in samples]
-    first = filesort._samples(job, runs)
+    first = cuts._samples(job, runs)
     assert all(isinstance(x, np.ndarray) for x in first), "the first ranking is the host's"
     deadline = time.monotonic() + 60
-    while not filesort._ranking_warm[(np.dtype(dtype).str, False, "last")].is_set() and time.monotonic() < deadline:
+    while not cuts._ranking_warm[(np.dtype(dtype).str, False, "last")].is_set() and time.monotonic() < deadline:
         time.sleep(0.05)
-    later = filesort._samples(job, runs)
+    later = cuts._samples(job, runs)
     assert not any(isinstance(x, np.ndarray) for x in later), "once loaded, on the GPU"
     targets = plan.interior_targets([per * spacing] * 3)
     want = plan.windows(first, [per * spacing] * 3, spacing, targets)

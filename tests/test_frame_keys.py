@@ -143,7 +143,7 @@ def test_widen_refuses_to_narrow():
 
 
 def test_fixed_width_rows_round_trip(rng):
-    from dsort.core.frame_keys import RowCodec
+    from dsort.core.frame_rows import RowCodec
 
     n = 300
     df = pd.DataFrame(
@@ -189,7 +189,8 @@ def test_number_keys_written_by_slices_equal_the_encoded_keys(rng, na_position):
     """write_number_keys (the GPU's way: byte slices of the words) gives the bytes of KeySpec.encode
     (the host's), for every number-like NumPy dtype, missing values, -0.0 and infinities, both
     directions; and RowCodec.place/pick (the GPU's way) agree with encode/decode."""
-    from dsort.core.frame_keys import RowCodec, write_number_keys
+    from dsort.core.frame_keys import write_number_keys
+    from dsort.core.frame_rows import RowCodec
 
     n = int(rng.integers(0, 200))
     df = pd.DataFrame(
@@ -251,7 +252,7 @@ def test_row_codec_with_nulls_carries_a_validity_byte_per_column(rng):
     """RowCodec.of(meta, nulls=True) (cudf frames): each column's validity byte follows the
     columns, before the index; place and pick carry them like any column (on NumPy here, as on
     CuPy); missing() reads a column's nulls back."""
-    from dsort.core.frame_keys import RowCodec
+    from dsort.core.frame_rows import RowCodec
 
     n = 50
     df = pd.DataFrame({"a": rng.integers(0, 9, n), "f": rng.normal(size=n), "b": rng.random(n) < 0.5}, index=pd.Index(np.arange(n) * 3))

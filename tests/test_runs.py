@@ -91,10 +91,10 @@ def test_many_slices_of_disk_runs_read_in_one_batch(tmp_path, rng):
 
 @pytest.mark.parametrize("dtype", [None, "<i8"])
 def test_windows_of_runs_read_as_one_gather_equal_their_slices(tmp_path, rng, dtype):
-    """The cuts' windows (dsort.core.filesort.read_windows): runs in memory, in files and a chain
+    """The cuts' windows (dsort.core.cuts.read_windows): runs in memory, in files and a chain
     (read slice by slice) give the same keys, cut by cut and run by run, empty windows and empty
     runs too."""
-    from dsort.core import filesort as F
+    from dsort.core import cuts
 
     lay = R.Layout(12, 8, dtype) if dtype else R.Layout(12, 10)
     store = R.RunStore(_config(tmp_path, 12, host_budget=40_000))
@@ -104,7 +104,7 @@ def test_windows_of_runs_read_as_one_gather_equal_their_slices(tmp_path, rng, dt
     assert {r.tier for r in runs} == {"host", "disk", "chain"}
     lo = np.stack([np.sort(rng.integers(0, len(b) + 1, 7)) for b in blocks], axis=1)
     hi = np.minimum(lo + rng.integers(0, 40, lo.shape), [len(b) for b in blocks])
-    got = F.read_windows(store, lay, runs, lo, hi)
+    got = cuts.read_windows(store, lay, runs, lo, hi)
     assert len(got) == len(lo)
     for t in range(len(lo)):
         keys, lengths = got.of(t)

@@ -35,7 +35,8 @@ from .frame_graph import Graph, as_collection, output_pieces, positional_divisio
 from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 from .indexing import set_index
 from ..core import frame_chunk
-from ..core.frame_keys import KeySpec, RowCodec, encode_keys, string_columns, string_widths
+from ..core.frame_keys import KeySpec, encode_keys, string_columns, string_widths
+from ..core.frame_rows import RowCodec
 
 __all__ = [
     "encode_keys",

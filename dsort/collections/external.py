@@ -13,7 +13,7 @@ instead of :mod:`dsort.collections.graph`'s. The bulk data never stays in dask's
                  runs' samples (:func:`dsort.core.filesort.cut_runs`).
 ``dsort-merge``  one task per group of output chunks: its slices of every run, read with the
                  windows at their ends, cut exactly at the few keys inside those windows
-                 (:func:`dsort.core.filesort.settled_slices`; runs on another host's disk: cut by
+                 (:func:`dsort.core.cuts.settled_slices`; runs on another host's disk: cut by
                  the cuts task, once) and merged; the output chunks are pieces of it. The last
                  merge to finish removes the runs.
 

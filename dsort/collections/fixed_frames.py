@@ -1,7 +1,7 @@
 """The external sort of dask dataframes whose columns and index all have fixed-width dtypes.
 
 Such frames skip the pickled blocks of :mod:`dsort.collections.frame_runs`: each row is its key's
-bytes then its own (:class:`dsort.core.frame_keys.RowCodec`), and the runs are those rows in the
+bytes then its own (:class:`dsort.core.frame_rows.RowCodec`), and the runs are those rows in the
 run store, sorted, cut and merged exactly as an array's keys and values (on the GPU with
 ``device="gpu"``: the rows too), then decoded into frames by the merges (pandas or cudf).
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core import chunk, plan
+from ..core import chunk, cuts, plan
 from ..core import frame_chunk as FC
 from ..core import filesort as F
 from ..core import runs as R
@@ -138,7 +138,7 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     R.finish(job.store, t, len(job.starts), cut[1])
     remote.report_stages("merge", watch)
     if job.ignore_index:
-        starts = np.cumsum([int(F.range_starts(cut[0])[t]), *sizes]).tolist()
+        starts = np.cumsum([int(cuts.range_starts(cut[0])[t]), *sizes]).tolist()
         out = [FC.with_positions(frame, start) for frame, start in zip(out, starts)]
     return out[0] if len(out) == 1 else tuple(out)
 

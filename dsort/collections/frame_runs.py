@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..core import plan
+from ..core import cuts, plan
 from ..core import frame_chunk as FC
 from ..core import filesort as F
 from ..core import runs as R
@@ -126,7 +126,7 @@ def frame_cuts(job: FrameJob, *made):
     if len(runs) > 1 and len(p.targets):
         samples = [widen(job.spec, r.sample, w, p.widths) for r, w in zip(runs, have)]
         p = replace(p, windows=FC.bounds(p, *samples))
-        found = F.read_windows(R.store(job.store), None, runs, *p.windows)  # [t][q], each run's keys at its own widths
+        found = cuts.read_windows(R.store(job.store), None, runs, *p.windows)  # [t][q], each run's keys at its own widths
         windows = [[widen(job.spec, found[t][q], have[q], p.widths) for t in range(len(p.targets))] for q in range(len(runs))]
         cut = FC.cuts(p, *windows)
     else:
@@ -200,4 +200,4 @@ def frame_chain(job: FrameJob, g: int, results):
 
 def output_sizes(job, cut) -> tuple:
     """Rows of every output partition of an external frame sort (balanced), from its cuts."""
-    return plan.balanced(int(F.range_starts(cut[0])[-1]), job.partitions)
+    return plan.balanced(int(cuts.range_starts(cut[0])[-1]), job.partitions)

@@ -243,7 +243,7 @@ def _value_family(v) -> str:
     import datetime
     import decimal
 
-    from ..core.frame_keys import NUMBERS
+    from ..core.value_bytes import NUMBERS
 
     kinds = [
         ("str", str),

@@ -41,7 +41,6 @@ import logging
 import os
 import pickle
 import threading
-import time
 import uuid
 from dataclasses import dataclass, fields, replace
 
@@ -51,6 +50,9 @@ from . import valsort
 from . import chunk, diskio, plan
 from .. import engine as engines
 from . import runs as R
+from . import cuts
+from .cuts import Windowed, cut_runs, settled_slices
+from .streams import Stopwatch, on_stream, sync
 from ..engine import device as dev
 
 logger = logging.getLogger(__name__)
@@ -182,43 +184,8 @@ class Job(RunJob):
             return _make_run(self, q, Stopwatch(), gpu)[0]
 
 
-class Stopwatch:
-    """Seconds per stage of one task (read, copy in, sort, ...), summed over all tasks in the end."""
-
-    def __init__(self):
-        self.times: dict[str, float] = {}
-        self._t = time.perf_counter()
-
-    def lap(self, stage: str) -> None:
-        t = time.perf_counter()
-        self.times[stage] = self.times.get(stage, 0.0) + t - self._t
-        self._t = t
-
-
-_local = threading.local()
-_slots: dict = {}
+_slots: dict = {}  # (job, GPU) -> its slots: at most job.gpu_tasks tasks at once on the GPU
 _slots_lock = threading.Lock()
-
-
-@contextlib.contextmanager
-def on_stream(gpu):
-    """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
-    overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks)
-    and CuPy's pool (:func:`~dsort.engine.device.own_pool`), waiting for its work at the end; on
-    the CPU where ``gpu`` is None."""
-    if gpu is None:
-        yield
-        return
-    import cupy
-
-    with cupy.cuda.Device(gpu):
-        streams = _local.__dict__.setdefault("streams", {})
-        stream = streams.get(gpu)
-        if stream is None:
-            stream = streams[gpu] = cupy.cuda.Stream(non_blocking=True)
-        with stream, dev.own_pool():
-            yield
-            stream.synchronize()
 
 
 @contextlib.contextmanager
@@ -232,14 +199,6 @@ def _on(gpu, job: Job | None = None):
         slots = _slots.setdefault((job.id if job else "", gpu), threading.BoundedSemaphore(job.gpu_tasks if job else 1))
     with slots, on_stream(gpu):
         yield
-
-
-def sync(gpu):
-    """Wait for this thread's work on GPU ``gpu`` (its current stream); nothing where ``gpu`` is None."""
-    if gpu is not None:
-        import cupy
-
-        cupy.cuda.get_current_stream().synchronize()
 
 
 # -- the tasks ----------------------------------------------------------------------------------
@@ -298,188 +257,17 @@ def sort_and_keep(job: RunJob, i: int, rows, watch: Stopwatch, gpu=None) -> R.Ru
     run = R.store(job.store).put(i, rows, sample=sample)
     sync(gpu)
     watch.lap("keep run" if run.tier != "disk" else "write run")
-    if gpu is not None and 2 * len(sample) >= GPU_RANKED_SAMPLES:
+    if gpu is not None and 2 * len(sample) >= cuts.GPU_RANKED_SAMPLES:
         # the sort's cuts will rank their samples on a GPU, maybe in this process, in this sort or a
         # later one: a process that has not ranked such samples yet ranks them on the host, many
         # times slower (BENCHMARKS.md section 7), so this one warms up now
-        _warm_ranking((sample.dtype.str, bool(job.descending), job.na_position), sample, 2, job.spacing)
+        cuts.warm_ranking((sample.dtype.str, bool(job.descending), job.na_position), sample, 2, job.spacing)
     return run
 
 
 def cuts_task(job: Job, *results):
     """:func:`cut_runs` of the runs (or chains) of the run (or chain) tasks' ``results``."""
     return cut_runs(job.final(), [handle(r) for r in results])
-
-
-class Windowed:
-    """Cuts the merges settle themselves (:func:`settled_slices`): every interior cut's window in
-    every run (``lo``, ``hi``: ``(ranges - 1, runs)``), its target rank, and the runs' sizes. Each
-    merge reads the windows of its own two cuts with its slices, where one cuts task would read
-    every window of every run: on several GPUs its first mapping of each other process's run, tens
-    of milliseconds on the sort's critical path (BENCHMARKS.md section 7)."""
-
-    def __init__(self, sizes, lo, hi, targets):
-        self.sizes = np.asarray(sizes, np.int64)
-        self.lo, self.hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
-        self.targets = np.asarray(targets, np.int64)
-
-
-def range_starts(bounds) -> np.ndarray:
-    """The first row of every output range in the merged output, then the total (``ranges + 1``
-    of them), from the exact boundaries or a :class:`Windowed` (the cuts' targets are exact)."""
-    if isinstance(bounds, Windowed):
-        return np.concatenate([[0], bounds.targets, [bounds.sizes.sum()]]).astype(np.int64)
-    return np.asarray(bounds, np.int64).sum(axis=1)
-
-
-def cut_runs(job: RunJob, runs, watch: Stopwatch | None = None, settle_later: bool = False):
-    """The exact cut rows of every output range in every run (``(ranges + 1, runs)`` int64), and
-    the runs' handles without their samples (what the merges need); ``watch`` times its stages. ``settle_later`` (the merges read through :func:`merge_rows`):
-    where every worker reads the runs in place (one host's; not ``job.store.local``), only the
-    windows of the cuts (a :class:`Windowed`, in place of the rows), each merge settling its own."""
-    watch = watch or Stopwatch()
-    sizes = [r.rows for r in runs]
-    targets = plan.interior_targets(job.range_rows)
-    store = R.store(job.store)
-    if len(runs) > 1 and len(targets):
-        samples = _samples(job, runs)
-        watch.lap("samples")
-        lo, hi = plan.windows(samples, sizes, job.spacing, targets, job.descending, job.na_position)
-        watch.lap("windows")
-        if settle_later and not job.store.local:
-            return Windowed(sizes, lo, hi, targets), [R.bare(r) for r in runs]
-        # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
-        window_keys = read_windows(store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q)))
-        watch.lap("read windows")
-        cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
-        watch.lap("exact cuts")
-    else:  # one run: its cuts are the targets themselves
-        cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)
-    return plan.boundaries(sizes, cuts), [R.bare(r) for r in runs]
-
-
-GPU_RANKED_SAMPLES = 1 << 16  # from this many samples on, the cuts rank them on a GPU whose ranking this process has run
-GPU_RANKED_SAMPLES_COLD = 1 << 20  # and from this many on a GPU whose ranking it has not
-
-
-def _samples(job: RunJob, runs) -> list:
-    """The runs' samples, copied to this worker's GPU where the job sorts on GPUs and they are not
-    few: 360,000 of them (2^28 keys in 16 runs) took the cuts task 37 ms on an H200 box's host,
-    every GPU idle meanwhile, of a sort of 0.2 s on four GPUs; a GPU ranks them in 4 ms. Fewer
-    stay on the host, whose ranking then costs less than the GPU's kernel launches. A process's
-    first ranking on the GPU loads its CuPy kernels (0.18 s where ``dsort build-kernels`` has
-    cached them, 2.3 s where not): below :data:`GPU_RANKED_SAMPLES_COLD` that first one is done on
-    the host while a thread loads them (:func:`_warm_ranking`), and the next sorts rank on the GPU."""
-    samples = [r.sample for r in runs]
-    gpu = getattr(job, "gpu", False) or getattr(job, "gpus", ())
-    n = sum(len(x) for x in samples)
-    if not gpu or n < GPU_RANKED_SAMPLES or not dev.has_gpu():
-        return samples
-    first = next((x for x in samples if len(x)), None)
-    kind = (np.asarray(first).dtype.str, bool(job.descending), job.na_position)
-    if n < GPU_RANKED_SAMPLES_COLD and not _warm_ranking(kind, first, len(samples), job.spacing):
-        return samples
-    on = chunk.on_gpu(np.concatenate(samples))  # one copy, not one per run
-    return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
-
-
-_ranking_warm: dict = {}  # (dtype, descending, na_position) -> threading.Event, set once this process ranked such samples on a GPU
-_ranking_lock = threading.Lock()
-
-
-def _warm_ranking(kind, sample, runs: int, spacing: int) -> bool:
-    """Whether this process has ranked samples of ``kind`` on its GPU (its kernels loaded); where
-    not, a thread of its own does it now on a few of ``sample`` (the caller ranks on the host)."""
-    with _ranking_lock:
-        done = _ranking_warm.get(kind)
-        if done is None:
-            done = _ranking_warm[kind] = threading.Event()
-            few = np.array(sample[:64])
-            device = dev.current_device()
-
-            def warm():
-                try:
-                    with on_stream(device):
-                        on = chunk.on_gpu(few)
-                        plan.windows([on] * runs, [len(few) * spacing] * runs, spacing, [len(few) * spacing], kind[1], kind[2])
-                    done.set()
-                except Exception:  # noqa: BLE001 (a warm-up: the host keeps ranking)
-                    logger.debug("warming the GPU ranking of samples failed", exc_info=True)
-
-            threading.Thread(target=warm, name="dsort-warm-ranking", daemon=True).start()
-    return done.is_set()
-
-
-def read_windows(store, layout, runs, lo, hi, recover=None):
-    """The keys of every run inside its window around every cut: run ``q``'s keys ``[lo[t, q],
-    hi[t, q])`` for every cut ``t`` (NumPy). With a ``layout``, a :class:`~dsort.core.plan.Windows`
-    (all keys joined, cut by cut): each run's windows gathered at once where this process holds
-    the run (:meth:`~dsort.core.runs.RunStore.gather`), the others' read in one batch (runs of a
-    worker that is gone made again by ``recover``, as the merges do). ``layout`` None: the runs'
-    rows are their keys (a dataframe's, each run at its own width), ``[t][q]`` lists."""
-    if layout is None:
-        items = [(t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]]
-        got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items], recover=recover)
-        out = [[np.empty((0, r.row_bytes or store.config.row_bytes), np.uint8) for r in runs] for _ in range(lo.shape[0])]
-        for (t, q), k in zip(items, got):
-            out[t][q] = k
-        return out
-    kb = layout.key_bytes
-    lengths = np.maximum(np.asarray(hi, np.int64) - np.asarray(lo, np.int64), 0)
-    per_run = [store.gather(r, lo[:, q], hi[:, q], kb) for q, r in enumerate(runs)]
-    rest = [(q, t) for q, g in enumerate(per_run) if g is None for t in range(lo.shape[0]) if lengths[t, q]]
-    got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for q, t in rest], recover=recover) if rest else []
-    at = 0
-    for q, g in enumerate(per_run):
-        if g is None:
-            n = int(np.count_nonzero(lengths[:, q]))
-            parts = [np.ascontiguousarray(x[:, :kb]) for x in got[at : at + n]]
-            per_run[q] = np.concatenate(parts) if parts else np.empty((0, kb), np.uint8)
-            at += n
-    return _key_windows(layout, [np.ascontiguousarray(g) for g in per_run], lengths)
-
-
-def _key_windows(layout, per_run, lengths):
-    """The :class:`~dsort.core.plan.Windows` of each run's windows' key bytes (``per_run[q]``: run
-    ``q``'s, joined cut by cut, C-contiguous) as ``layout``'s keys."""
-    kb = layout.key_bytes
-    keys_of = R.Layout(kb, kb, layout.dtype).keys  # the key bytes gathered: whole rows of this layout
-    return plan.Windows.from_runs([keys_of(g) for g in per_run], lengths)
-
-
-def settled_slices(job: RunJob, cut, t: int, gpu=None, recover=None, watch=None) -> tuple:
-    """Output range ``t``'s slices of every run where the merge settles its cuts (``cut[0]`` a
-    :class:`Windowed`): each run read once, from its window around the range's first cut to the one
-    around its last (the slice and the windows at its ends: a few more rows), onto ``gpu`` or into
-    host memory; the two cuts made exact from the windows' keys (copied out together), as
-    :func:`cut_runs` makes all; the slices cut to them. ``(the range's cut: boundaries (2, runs),
-    the items read (run, lo, hi), the slices: one per run with rows in the range)``. ``watch``: its
-    stages "read runs", "gather windows" (their keys to the host) and "settle cuts" timed."""
-    w, runs = cut[0], cut[1]
-    inner = [i for i in (t - 1, t) if 0 <= i < len(w.targets)]
-    lo, hi = w.lo[inner], w.hi[inner]
-    first = lo.min(axis=0) if t > 0 else np.zeros_like(w.sizes)
-    end = hi.max(axis=0) if t < len(w.targets) else w.sizes
-    items = [(run, first[q], end[q]) for q, run in enumerate(runs) if end[q] > first[q]]
-    got = dict(zip([q for q in range(len(runs)) if end[q] > first[q]], R.store(job.store).read_many(items, gpu, recover)))
-    if watch is not None:
-        sync(gpu)
-        watch.lap("read runs")
-    lengths = np.maximum(hi - lo, 0)
-    kb = job.layout.key_bytes
-    parts = [got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb] for q in range(len(runs)) for i in range(len(inner)) if lengths[i, q]]
-    joined = dev.to_host(engines.get(parts[0]).concatenate(parts)) if parts else np.empty((0, kb), np.uint8)
-    if watch is not None:
-        watch.lap("gather windows")
-    ends = np.cumsum(lengths.sum(axis=0))
-    windows = _key_windows(job.layout, [joined[e - n : e] for e, n in zip(ends, lengths.sum(axis=0))], lengths)
-    exact = plan.exact_cuts(windows, lo, w.targets[inner], job.descending, job.na_position)
-    lower = np.zeros_like(w.sizes) if t == 0 else exact[0]
-    upper = w.sizes if t == len(w.targets) else exact[-1]
-    slices = [got[q][lower[q] - first[q] : upper[q] - first[q]] for q in range(len(runs)) if upper[q] > lower[q]]
-    if watch is not None:
-        watch.lap("settle cuts")
-    return (np.stack([lower, upper]), *cut[1:]), items, slices
 
 
 def merge_task(job: Job, cut, t: int):
