@@ -88,16 +88,19 @@ def _security(args):
 
 
 def _service_kwargs(args) -> dict:
-    """``dsort sort`` / ``dsort demo`` options as :func:`dsort.service.sort_files` keywords."""
-    return dict(
+    """``dsort sort`` / ``dsort demo`` options as :func:`dsort.service.sort_files` keywords: the
+    limits as one :class:`~dsort.collections.config.Limits`, and the chunk size."""
+    from .collections.config import Limits
+
+    limits = Limits(
         n_workers=args.n_workers,
         threads_per_worker=args.threads_per_worker,
         memory_limit=args.memory_limit,
         device_memory_limit=args.device_memory_limit,
         local_directory=args.local_directory,
         cpu=args.cpu,
-        chunk_size=args.chunk_size,
     )
+    return dict(limits=limits, chunk_size=args.chunk_size)
 
 
 # -- dsort gen -----------------------------------------------------------------------------------
@@ -191,19 +194,9 @@ def _demo(args) -> int:
     from .io import gen
     from .service import format_report, sort_files
 
-    from .service import resources, sizes
+    from .limits import resources_of, sizes
 
-    sizes(
-        resources(
-            n_workers=args.n_workers,
-            threads_per_worker=args.threads_per_worker,
-            memory_limit=args.memory_limit,
-            device_memory_limit=args.device_memory_limit,
-            cpu=args.cpu,
-        ),
-        100,
-        args.chunk_size,
-    )  # limits first
+    sizes(resources_of(_service_kwargs(args)["limits"]), 100, args.chunk_size)  # limits first
     if args.chunk_size is not None and args.chunk_size < 1:
         raise InputError(f"--chunk-size must be at least 1 byte, got {args.chunk_size}")
     work = Path(tempfile.mkdtemp(prefix="dsort-demo-", dir=args.local_directory))

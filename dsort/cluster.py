@@ -146,12 +146,23 @@ def connect(
     rmm_pool_size=None,
     quiet=False,
     security=None,
+    limits=None,
 ):
     """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
     GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"`` (default) or
     ``"ucx"`` between an embedded cluster's workers (GPU workers only). ``security``: for a
-    ``tls://`` scheduler (:func:`open_client`)."""
+    ``tls://`` scheduler (:func:`open_client`). ``limits``: the embedded cluster's workers,
+    threads, memory, local directory and ``cpu`` as one :class:`~dsort.collections.config.Limits`
+    (then none of those keywords)."""
     from distributed import Client, LocalCluster
+
+    from .collections.config import Limits
+
+    words = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit)
+    words.update(device_memory_limit=device_memory_limit, local_directory=local_directory, cpu=cpu or None)
+    lim = Limits.of(limits, **words)
+    n_workers, threads_per_worker, memory_limit = lim.n_workers, lim.threads_per_worker, lim.memory_limit
+    device_memory_limit, local_directory, cpu = lim.device_memory_limit, lim.local_directory, bool(lim.cpu)
 
     from .collections.remote import scheduler_identity
     from .engine.device import gpu_count, has_gpu

@@ -105,6 +105,14 @@ def resources(
     return Resources(threads, host, gpus, device_budget, where)
 
 
+def resources_of(limits, nbytes=None, **instead) -> Resources:
+    """:func:`resources` within ``limits`` (a :class:`~dsort.collections.config.Limits`), some
+    of its fields replaced by ``instead``."""
+    words = dict(n_workers=limits.n_workers, threads_per_worker=limits.threads_per_worker, memory_limit=limits.memory_limit)
+    words.update(device_memory_limit=limits.device_memory_limit, cpu=limits.cpu)
+    return resources(**{**words, **instead}, nbytes=nbytes)
+
+
 def on_cpu(cpu, nbytes: int, device_memory_limit=None, threads: int = 1) -> bool:
     """Whether an embedded sort of ``nbytes`` of input on ``threads`` CPU threads runs on the CPU:
     ``cpu`` where it is given (True: ``--cpu``, False: ``--gpu``); else where the input is under

@@ -429,7 +429,7 @@ def test_bad_options_are_one_line(tmp_path, capsys, option, value):
 def locked(tmp_path, monkeypatch):
     """A directory of tmp_path no one may write into (root as any other user sees it), and a sort
     that fails the test if its work begins."""
-    from dsort import service
+    from dsort import fixed_sort
 
     locked = tmp_path / "locked"
     locked.mkdir()
@@ -437,7 +437,7 @@ def locked(tmp_path, monkeypatch):
     if os.geteuid() == 0:  # root writes anywhere: the directory as any other user sees it
         access = os.access
         monkeypatch.setattr(os, "access", lambda p, mode, **k: not (Path(p) == locked and mode & os.W_OK) and access(p, mode, **k))
-    monkeypatch.setattr(service, "_sort_fixed", lambda *a, **k: pytest.fail("sorting work began"))
+    monkeypatch.setattr(fixed_sort, "sort", lambda *a, **k: pytest.fail("sorting work began"))
     return locked
 
 

@@ -130,3 +130,39 @@ def test_the_gpus_of_an_embedded_sort_by_default_and_as_named(monkeypatch):
         assert limits.resources(nbytes=10**10).gpus == (0, 1, 2)
     with pytest.raises(LimitError, match="--n-workers 5"):
         limits.resources(n_workers=5)
+
+
+def test_the_limits_are_one_object_whoever_makes_them(tmp_path, monkeypatch, rng):
+    """The command line, ``sort_files``' keywords and its ``limits=`` make the same request (one
+    :class:`~dsort.collections.config.Limits`), whose sort sees it whole; both at once are refused."""
+    from dsort import fixed_sort
+    from dsort.cli import main
+    from dsort.collections.config import Limits
+    from dsort.io import gen
+
+    seen = []
+
+    class Stop(Exception):
+        pass
+
+    def sort(req, *args, **kwargs):
+        seen.append((req.limits, req.chunk_size))
+        raise Stop
+
+    monkeypatch.setattr(fixed_sort, "sort", sort)
+    src, spill = tmp_path / "in.bin", tmp_path / "spill"
+    gen.records(int(rng.integers(1, 500)), src)
+    mem, threads = f"{int(rng.integers(64, 512))}MB", int(rng.integers(1, 5))
+    words = dict(threads_per_worker=threads, memory_limit=mem, local_directory=str(spill), cpu=True)
+    with pytest.raises(Stop):
+        service.sort_files(src, tmp_path / "a.bin", chunk_size=1 << 20, progress=False, **words)
+    with pytest.raises(Stop):
+        service.sort_files(src, tmp_path / "b.bin", chunk_size=1 << 20, progress=False, limits=Limits(**words))
+    args = ["sort", str(src), str(tmp_path / "c.bin"), "--cpu", "--threads-per-worker", str(threads), "--memory-limit", mem]
+    with pytest.raises(Stop):
+        main([*args, "--local-directory", str(spill), "--chunk-size", "1MiB"])
+    want = Limits(threads_per_worker=threads, memory_limit=mem, local_directory=str(spill), cpu=True)
+    assert seen[0] == seen[1] == (want, 1 << 20)
+    assert seen[2][0].local_directory == str(spill) and seen[2][0].threads_per_worker == threads and seen[2][0].cpu
+    with pytest.raises(TypeError, match="either limits= or memory_limit"):
+        service.sort_files(src, tmp_path / "d.bin", memory_limit="1GB", limits=Limits())

@@ -10,6 +10,7 @@ dask and dask-cuda take them) are parsed here too: :func:`parse_size`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import dask.config
@@ -77,3 +78,45 @@ def size_or_share(value, what: str = "size") -> int | float | None:
     if number is not None and 0 < number <= 1:
         return number
     return parse_size(value, None, what)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Where a sort runs and within what, in dask's words: one object, made once from what the user
+    wrote by the command line, :func:`dsort.service.sort_files`, :func:`dsort.cluster.connect` and
+    the dataframe sorts alike, and handed down whole.
+
+    Parameters
+    ----------
+    n_workers, threads_per_worker : int, optional
+        An embedded cluster's workers, and threads each (default: the machine's).
+    memory_limit : int, str or float
+        Memory of each worker: bytes, a size (``"4GB"``), a fraction of the machine's, or
+        ``"auto"``.
+    device_memory_limit : int, str or float, optional
+        Memory of each GPU for runs: bytes, a size, or a fraction of the GPU (as dask-cuda reads
+        its limit of that name).
+    local_directory : str, optional
+        Where runs that do not fit in memory go.
+    cpu : bool, optional
+        True: no GPU; False: the GPUs (an error where none is visible); None: the GPUs, but
+        inputs too small to pay for one on the CPU.
+    """
+
+    n_workers: int | None = None
+    threads_per_worker: int | None = None
+    memory_limit: object = "auto"
+    device_memory_limit: object = None
+    local_directory: str | None = None
+    cpu: bool | None = None
+
+    @classmethod
+    def of(cls, limits=None, **words):
+        """``limits`` where given (then no other word may be), else a new one of ``words``."""
+        given = {k: v for k, v in words.items() if v != _DEFAULTS[k]}
+        if limits is not None and given:
+            raise TypeError(f"pass either limits= or {', '.join(sorted(given))}, not both")
+        return limits if limits is not None else cls(**words)
+
+
+_DEFAULTS = {f.name: f.default for f in fields(Limits)}

@@ -99,6 +99,7 @@ def sort_values(
     partition_size=None,
     sort_function=None,
     sort_function_kwargs=None,
+    limits=None,
 ):
     """Sort a dask dataframe by ``by`` (a column label or index level name, or a list of them),
     like pandas' stable ``sort_values``: see the module docstring. Returns a lazy dask dataframe
@@ -125,12 +126,17 @@ def sort_values(
     ``sort_function_kwargs``: dask's; where either is given, each output partition (already in
     order) is passed through ``sort_function(part, by=[...], ascending=..., na_position=...,
     ignore_index=..., **sort_function_kwargs)``, as dask sorts its partitions (default: pandas'
-    ``sort_values``, stable unless the kwargs say otherwise)."""
+    ``sort_values``, stable unless the kwargs say otherwise). ``limits``: ``local_directory``,
+    ``memory_limit`` and ``device_memory_limit`` as one :class:`~dsort.collections.config.Limits`
+    (then none of those three)."""
+    from .config import Limits
+
+    words = dict(local_directory=local_directory, memory_limit=memory_limit, device_memory_limit=device_memory_limit)
+    limits = Limits.of(limits, **words)
     if sort_function is not None or sort_function_kwargs is not None:
         out = sort_values(
             df, by, ascending=ascending, na_position=na_position, npartitions=npartitions, ignore_index=ignore_index,
-            divisions=divisions, strategy=strategy, device=device, widths=widths, local_directory=local_directory,
-            memory_limit=memory_limit, device_memory_limit=device_memory_limit,
+            divisions=divisions, strategy=strategy, device=device, widths=widths, limits=limits,
         )  # fmt: skip
         kwargs = dict(by=by if isinstance(by, list) else [by], ascending=ascending, na_position=na_position, ignore_index=ignore_index)
         if sort_function is None:
@@ -143,7 +149,7 @@ def sort_values(
         device = "gpu"
     if strategy == "auto":
         strategy = choose_strategy(df.npartitions, parts, divisions, device)
-        if strategy == "external" and on_gpu_frame(df) and device_memory_limit is None and RowCodec.of(pandas_meta(df)) is None:
+        if strategy == "external" and on_gpu_frame(df) and limits.device_memory_limit is None and RowCodec.of(pandas_meta(df)) is None:
             # columns the GPU-resident runs cannot hold (strings, categoricals, decimals): the external sort
             # would write its rows to files; in memory (spilled by dask-cuda where it must) was 3.5x faster
             # at 2^24 rows with a string column (BENCHMARKS.md), so that is the default without a GPU limit
@@ -159,10 +165,8 @@ def sort_values(
             widths=widths,
             npartitions=parts,
             ignore_index=ignore_index,
-            local_directory=local_directory,
-            memory_limit=memory_limit,
-            device_memory_limit=device_memory_limit,
             device=device,
+            limits=limits,
         )
     g = Graph(df, spec, parts, ignore_index or divisions, device, _widths_tuple(spec, widths))
     if divisions:
@@ -219,6 +223,7 @@ def sort_values_external(
     memory_limit="auto",
     device_memory_limit=None,
     device=None,
+    limits=None,
 ):
     """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
     is sorted by its encoded keys into a run (its rows pickled in blocks in a file under
@@ -232,7 +237,8 @@ def sort_values_external(
     ``dsort.runs.shared-gpu-fraction`` of each one's memory and ``device_memory_limit`` of each
     worker's runs (bytes, a size such as ``"4GB"``, or a share of its GPU such as ``0.25``, as
     dask-cuda's limit of the same name); beyond them runs go to host memory (within
-    ``memory_limit``, one process) and then files."""
+    ``memory_limit``, one process) and then files. ``limits``: those three as one
+    :class:`~dsort.collections.config.Limits`."""
     from dask.base import tokenize
 
     from . import config, fixed_frames, frame_runs, scale, stores
@@ -240,9 +246,11 @@ def sort_values_external(
     from .array import run_memory
     from .passes import merge_tasks
 
+    lim = config.Limits.of(limits, local_directory=local_directory, memory_limit=memory_limit, device_memory_limit=device_memory_limit)
+    local_directory = lim.local_directory
     spec = key_spec(df, by, ascending, na_position, "external", device)
-    budget = run_memory(memory_limit)
-    gpu_budget = config.size_or_share(device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
+    budget = run_memory(lim.memory_limit)
+    gpu_budget = config.size_or_share(lim.device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
     owners, on_gpus = scale.partition_workers(df), device == "gpu" or on_gpu_frame(df)
