@@ -1,12 +1,12 @@
 """dsort: GPU-accelerated, out-of-core sorting on Dask.
 
-``dsort.sort``, ``dsort.argsort`` and ``dsort.sort_by_key`` sort dask arrays (see :mod:`dsort.collections.array`);
-``dsort.dataframe`` sorts dask dataframes, and ``import dsort`` puts a ``.dsort`` accessor on dask
-dataframes and series (``ddf.dsort.sort_values("k")``). :mod:`dsort.engine` sorts one array on one
-device and needs no dask, so it is imported eagerly and the dask front ends only on first use: the
-accessor is registered when ``dask.dataframe`` is imported (now, if it already is).
-``dsort.enable()`` / ``with dsort.enabled():`` put dsort under dask's own ``sort_values`` and
-``set_index`` (:mod:`dsort.collections.switch`).
+``dsort.sort``, ``dsort.argsort`` and ``dsort.sort_by_key`` sort dask arrays (see
+:mod:`dsort.collections.array`); ``dsort.dataframe`` sorts dask dataframes, and ``import dsort``
+puts a ``.dsort`` accessor on dask dataframes and series (``ddf.dsort.sort_values("k")``).
+:mod:`dsort.engine` sorts one array on one device and needs no dask, so it is imported eagerly and
+the dask front ends only on first use: the accessor is registered when ``dask.dataframe`` is
+imported (now, if it already is). ``dsort.enable()`` / ``with dsort.enabled():`` put dsort under
+dask's own ``sort_values`` and ``set_index`` (:mod:`dsort.collections.switch`).
 """
 
 import sys
@@ -28,7 +28,17 @@ def _dask_worker():
 
 engine.host.find_worker = _dask_worker
 
-__all__ = ["argsort", "disable", "enable", "enabled", "engine", "is_enabled", "sort", "sort_by_key", "__version__"]
+__all__ = [
+    "argsort",
+    "disable",
+    "enable",
+    "enabled",
+    "engine",
+    "is_enabled",
+    "sort",
+    "sort_by_key",
+    "__version__",
+]
 
 
 def __getattr__(name):

@@ -17,10 +17,19 @@ def rows_per_block(row_bytes: int, chunk_size: int | None) -> int:
 
 
 def check_path(
-    path, *, fmt=None, record_size=100, key_size=10, by=None, descending=False, chunk_size=None, scheduler=None, security=None
+    path,
+    *,
+    fmt=None,
+    record_size=100,
+    key_size=10,
+    by=None,
+    descending=False,
+    chunk_size=None,
+    scheduler=None,
+    security=None,
 ) -> valsort.Summary:
-    """The :class:`~dsort.core.valsort.Summary` of the data at ``path`` (chunk by chunk, in parallel; on
-    the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
+    """The :class:`~dsort.core.valsort.Summary` of the data at ``path`` (chunk by chunk, in
+    parallel; on the cluster at ``scheduler``, with ``security`` for a ``tls://`` one)."""
     import dask
 
     from . import io
@@ -36,9 +45,15 @@ def check_path(
             descending=descending,
         )
     elif fmt == "npy":
-        tasks = npy.check_tasks(files, rows_per_block=rows_per_block(npy.inspect(files)[0].itemsize, chunk_size), descending=descending)
+        tasks = npy.check_tasks(
+            files,
+            rows_per_block=rows_per_block(npy.inspect(files)[0].itemsize, chunk_size),
+            descending=descending,
+        )
     else:
-        order = parquet.check_order(by=by, descending=descending, order=parquet.manifest(dirs[0]) if dirs else None)
+        order = parquet.check_order(
+            by=by, descending=descending, order=parquet.manifest(dirs[0]) if dirs else None
+        )
         tasks = parquet.check_tasks(files, *order)
     if scheduler:
         from .cluster import connect
@@ -74,4 +89,8 @@ def report_check(s: valsort.Summary, out=None) -> None:
     if s.sorted:
         print("SUCCESS - all records are in order", file=out)
     else:
-        print(f"FAILURE - {s.unordered:,} records out of order, the first at record {s.first_unordered:,}", file=out)
+        print(
+            f"FAILURE - {s.unordered:,} records out of order, the first at record "
+            f"{s.first_unordered:,}",
+            file=out,
+        )

@@ -1,4 +1,5 @@
-"""The ``dsort`` command line (``python -m dsort`` too): ``gen``, ``sort``, ``check``, ``demo``, ``tls``.
+"""The ``dsort`` command line (``python -m dsort`` too): ``gen``, ``sort``, ``check``, ``demo``,
+``tls``.
 
 Exit status: 0 success; 1 a check failed (unsorted data, or a sort whose output's count or
 checksum differs from its input's); 2 bad input, usage or limits, or a failure of the file system
@@ -32,7 +33,11 @@ from .service import JobFailed  # exit status 1 (a failed check too)
 def _count(text: str) -> int:
     """A record count: ``1000000``, ``1_000_000``, ``1e6``."""
     try:
-        value = float(text.replace("_", "")) if any(c in text for c in ".eE") else int(text.replace("_", ""))
+        value = (
+            float(text.replace("_", ""))
+            if any(c in text for c in ".eE")
+            else int(text.replace("_", ""))
+        )
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a count: {text!r}") from None
     if value < 0 or value != int(value):
@@ -58,7 +63,8 @@ def _positive(text: str) -> int:
 
 
 def _size(text: str):
-    """A memory size as dask takes it (``2GB``, ``512MiB``, ``auto``) or a fraction ``0 < x <= 1``."""
+    """A memory size as dask takes it (``2GB``, ``512MiB``, ``auto``) or a fraction ``0 < x <=
+    1``."""
     from .collections.config import parse_size
     from .core.errors import LimitError
 
@@ -83,7 +89,9 @@ def _security(args):
 
     sec = security(tls_ca_file=args.tls_ca_file, tls_cert=args.tls_cert, tls_key=args.tls_key)
     if sec is not None and not args.scheduler:
-        raise InputError("the TLS options are for a running cluster: give its tls:// address with --scheduler")
+        raise InputError(
+            "the TLS options are for a running cluster: give its tls:// address with --scheduler"
+        )
     return sec
 
 
@@ -119,8 +127,19 @@ def _gen(args) -> int:
         if not 0 < args.key_size <= args.record_size:
             raise InputError(f"--key-size must be between 1 and --record-size ({args.record_size})")
         if args.ascii and args.record_size < args.key_size + 18:
-            raise InputError(f"--ascii needs records of at least --key-size + 18 bytes (the index and the line end): {args.key_size + 18}")
-        gen.records(args.n, path, seed=args.seed, record_size=args.record_size, key_size=args.key_size, skew=args.skew, ascii=args.ascii)
+            raise InputError(
+                "--ascii needs records of at least --key-size + 18 bytes (the index and the line "
+                f"end): {args.key_size + 18}"
+            )
+        gen.records(
+            args.n,
+            path,
+            seed=args.seed,
+            record_size=args.record_size,
+            key_size=args.key_size,
+            skew=args.skew,
+            ascii=args.ascii,
+        )
         size = args.n * args.record_size
     else:
         gen.npy(args.n, path, dtype=args.dtype, seed=args.seed)
@@ -137,7 +156,8 @@ def _sort(args) -> int:
     from .engine import device as dev, host
     from .service import format_report, sort_files
 
-    if args.scheduler is None and (args.cpu or not dev.has_gpu()):  # this process sorts on its own CPUs
+    # this process sorts on its own CPUs
+    if args.scheduler is None and (args.cpu or not dev.has_gpu()):
         host.keep_freed_memory()
     report = sort_files(
         args.input,
@@ -172,7 +192,11 @@ def _check(args) -> int:
     )
     s = check_path(args.path, descending=args.descending, **options)
     report_check(s)
-    if not s.sorted and _reversed_order(s) and check_path(args.path, descending=not args.descending, **options).sorted:
+    if (
+        not s.sorted
+        and _reversed_order(s)
+        and check_path(args.path, descending=not args.descending, **options).sorted
+    ):
         other = "descending" if not args.descending else "ascending"
         flag = "--descending" if not args.descending else "no --descending"
         print(f"(it is in {other} order: check it with {flag}, as it was sorted)")
@@ -190,7 +214,8 @@ def _reversed_order(s) -> bool:
 
 
 def _demo(args) -> int:
-    """Generate Sort Benchmark records, sort them on the embedded executor, check them, summarize."""
+    """Generate Sort Benchmark records, sort them on the embedded executor, check them,
+    summarize."""
     from .io import gen
     from .service import format_report, sort_files
 
@@ -204,7 +229,10 @@ def _demo(args) -> int:
         src, dst = work / "input.bin", work / "sorted.bin"
         t = time.perf_counter()
         gen.records(args.n, src, seed=args.seed)
-        print(f"generated {args.n:,} records ({format_bytes(args.n * 100)}) in {time.perf_counter() - t:.2f} s: {src}")
+        print(
+            f"generated {args.n:,} records ({format_bytes(args.n * 100)}) in "
+            f"{time.perf_counter() - t:.2f} s: {src}"
+        )
         report = sort_files(src, dst, **_service_kwargs(args))
         print("checking the output:")
         s = check_path(dst)
@@ -224,7 +252,10 @@ def _build_kernels(args) -> int:
     from .engine import device
 
     if not device.has_gpu():
-        raise InputError("no CUDA device is visible (or CuPy is missing): the kernels are built for the GPU they run on")
+        raise InputError(
+            "no CUDA device is visible (or CuPy is missing): the kernels are built for the GPU "
+            "they run on"
+        )
     from .engine import _aot, _cuda, crc, cupy_engine
 
     t = time.perf_counter()
@@ -232,13 +263,22 @@ def _build_kernels(args) -> int:
     print(f"compiled the CPU record checksum in {time.perf_counter() - t:.1f} s into numba's cache")
     t = time.perf_counter()
     if _aot.shipped_all(_cuda.target()):
-        print(f"dsort's kernels for {_cuda.arch()} are shipped, built ahead of time: nothing of dsort's to compile")
+        print(
+            f"dsort's kernels for {_cuda.arch()} are shipped, built ahead of time: nothing of "
+            "dsort's to compile"
+        )
     else:
         n = cupy_engine.compile_all(args.jobs)
-        print(f"built {n} kernels for {_cuda.arch()} in {time.perf_counter() - t:.1f} s into {_cuda.cache_dir()}")
+        print(
+            f"built {n} kernels for {_cuda.arch()} in {time.perf_counter() - t:.1f} s into "
+            f"{_cuda.cache_dir()}"
+        )
     t = time.perf_counter()
     _warm_up()
-    print(f"sorted small inputs of every kind once (CuPy's own kernels, cached too) in {time.perf_counter() - t:.1f} s")
+    print(
+        "sorted small inputs of every kind once (CuPy's own kernels, cached too) in "
+        f"{time.perf_counter() - t:.1f} s"
+    )
     return 0
 
 
@@ -253,7 +293,8 @@ def _warm_up() -> None:
 
     min_block = config.nbytes("file-sort.min-block")
     ranked = cuts.GPU_RANKED_SAMPLES, cuts.GPU_RANKED_SAMPLES_COLD
-    cuts.GPU_RANKED_SAMPLES = cuts.GPU_RANKED_SAMPLES_COLD = 0  # the cuts' ranking of samples on the GPU too
+    # the cuts' ranking of samples on the GPU too
+    cuts.GPU_RANKED_SAMPLES = cuts.GPU_RANKED_SAMPLES_COLD = 0
     try:
         _warm_up_sorts(min_block, gen, sort_files)
     finally:
@@ -266,7 +307,19 @@ def _warm_up_sorts(min_block: int, gen, sort_files) -> None:
     with tempfile.TemporaryDirectory(prefix="dsort-warm-up-") as d:
         inputs = [Path(d, "records.bin")]
         gen.records(3 * min_block // 100 + 7, inputs[0])
-        for dtype in ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"):
+        for dtype in (
+            "bool",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+            "float32",
+            "float64",
+        ):
             inputs.append(Path(d, f"{dtype}.npy"))
             gen.npy(3 * min_block // np.dtype(dtype).itemsize + 7, inputs[-1], dtype=dtype)
         for src in inputs:  # several runs and output ranges each: the merges' kernels too
@@ -284,7 +337,14 @@ def _warm_up_sorts(min_block: int, gen, sort_files) -> None:
         gen.records(1000, inputs[0])  # and one run, one range: what a small input takes
         gen.npy(1000, inputs[5], dtype="int64")
         for src in (inputs[0], inputs[5]):
-            sort_files(src, Path(d, "out" + src.suffix), overwrite=True, cpu=False, progress=False, stream=io.StringIO())
+            sort_files(
+                src,
+                Path(d, "out" + src.suffix),
+                overwrite=True,
+                cpu=False,
+                progress=False,
+                stream=io.StringIO(),
+            )
 
 
 # -- dsort tls -------------------------------------------------------------------------------------
@@ -294,8 +354,14 @@ def _tls(args) -> int:
     from . import tls
 
     ca, cert, key = tls.make(args.directory, days=args.days, overwrite=args.overwrite)
-    print(f"wrote {ca} (the deployment's CA), {cert} and {key} (every process's certificate and key), valid {args.days} days")
-    print(f"scheduler, workers and clients: --tls-ca-file {ca} --tls-cert {cert} --tls-key {key}; addresses tls://HOST:PORT")
+    print(
+        f"wrote {ca} (the deployment's CA), {cert} and {key} (every process's certificate and "
+        f"key), valid {args.days} days"
+    )
+    print(
+        f"scheduler, workers and clients: --tls-ca-file {ca} --tls-cert {cert} --tls-key {key}; "
+        "addresses tls://HOST:PORT"
+    )
     return 0
 
 
@@ -306,11 +372,20 @@ def _scheduler_options(g, what="a running dask cluster's scheduler"):
     g.add_argument(
         "--scheduler",
         metavar="ADDRESS",
-        help=f"{what}, e.g. tcp://scheduler:8786 or tls://scheduler:8786 (default: embedded, threads in this process)",
+        help=f"{what}, e.g. tcp://scheduler:8786 or tls://scheduler:8786 (default: embedded, "
+        "threads in this process)",
     )
-    g.add_argument("--tls-ca-file", metavar="PATH", help="a tls:// scheduler: the deployment's CA certificate (dsort tls DIR makes a set)")
-    g.add_argument("--tls-cert", metavar="PATH", help="a tls:// scheduler: this client's certificate")
-    g.add_argument("--tls-key", metavar="PATH", help="a tls:// scheduler: this client's private key")
+    g.add_argument(
+        "--tls-ca-file",
+        metavar="PATH",
+        help="a tls:// scheduler: the deployment's CA certificate (dsort tls DIR makes a set)",
+    )
+    g.add_argument(
+        "--tls-cert", metavar="PATH", help="a tls:// scheduler: this client's certificate"
+    )
+    g.add_argument(
+        "--tls-key", metavar="PATH", help="a tls:// scheduler: this client's private key"
+    )
 
 
 def _cluster_options(p, embedded_only=False):
@@ -318,40 +393,80 @@ def _cluster_options(p, embedded_only=False):
     if not embedded_only:
         _scheduler_options(g)
     engine = g.add_mutually_exclusive_group()
-    engine.add_argument("--cpu", dest="cpu", action="store_const", const=True, help="sort on the CPU even where a GPU is visible")
+    engine.add_argument(
+        "--cpu",
+        dest="cpu",
+        action="store_const",
+        const=True,
+        help="sort on the CPU even where a GPU is visible",
+    )
     engine.add_argument(
         "--gpu",
         dest="cpu",
         action="store_const",
         const=False,
-        help="sort on the GPUs even an input too small to pay for them (default: inputs under dsort.file-sort.gpu-min-input go "
-        "to the CPU; Parquet always, unless --gpu: only its keys would go to a GPU, which did not pay)",
+        help="sort on the GPUs even an input too small to pay for them (default: inputs under "
+        "dsort.file-sort.gpu-min-input go "
+        "to the CPU; Parquet always, unless --gpu: only its keys would go to a GPU, which did not "
+        "pay)",
     )
     g.add_argument(
-        "--n-workers", type=_positive, help="workers: GPUs to use (default: one, dsort.file-sort.input-per-extra-gpu), or CPU workers"
+        "--n-workers",
+        type=_positive,
+        help="workers: GPUs to use (default: one, dsort.file-sort.input-per-extra-gpu), or CPU "
+        "workers",
     )
     g.add_argument("--threads-per-worker", type=_positive, help="threads per worker")
     g.add_argument(
-        "--memory-limit", type=_size, default="auto", help="host memory per worker, e.g. 2GB or 0.5 (default: auto, 60%% of what is free)"
+        "--memory-limit",
+        type=_size,
+        default="auto",
+        help="host memory per worker, e.g. 2GB or 0.5 (default: auto, 60%% of what is free)",
     )
     g.add_argument(
-        "--device-memory-limit", type=_size, default=None, help="GPU memory per GPU, bytes or a fraction (default: 80%% of what is free)"
+        "--device-memory-limit",
+        type=_size,
+        default=None,
+        help="GPU memory per GPU, bytes or a fraction (default: 80%% of what is free)",
     )
-    g.add_argument("--local-directory", help="where sorted runs that do not fit in memory go (default: beside OUTPUT)")
+    g.add_argument(
+        "--local-directory",
+        help="where sorted runs that do not fit in memory go (default: beside OUTPUT)",
+    )
 
 
 def _format_options(p, check=False):
-    p.add_argument("--format", choices=("records", "npy", "parquet"), help="default: from the file names (.npy, .parquet), else records")
-    p.add_argument("--record-size", type=int, default=100, help="records: bytes per record (default 100)")
-    p.add_argument("--key-size", type=int, default=10, help="records: key bytes at the start of each record (default 10)")
+    p.add_argument(
+        "--format",
+        choices=("records", "npy", "parquet"),
+        help="default: from the file names (.npy, .parquet), else records",
+    )
+    p.add_argument(
+        "--record-size", type=int, default=100, help="records: bytes per record (default 100)"
+    )
+    p.add_argument(
+        "--key-size",
+        type=int,
+        default=10,
+        help="records: key bytes at the start of each record (default 10)",
+    )
     p.add_argument(
         "--by",
         type=_columns,
         metavar="COL[,COL...]",
         help="Parquet: the columns to sort by" + (" (default: the manifest's)" if check else ""),
     )
-    p.add_argument("--descending", action="store_true", help="largest first (ties keep their input order; NaN and nulls stay last)")
-    p.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range (default: from the memory limits)")
+    p.add_argument(
+        "--descending",
+        action="store_true",
+        help="largest first (ties keep their input order; NaN and nulls stay last)",
+    )
+    p.add_argument(
+        "--chunk-size",
+        type=_bytes,
+        metavar="BYTES",
+        help="bytes per block and output range (default: from the memory limits)",
+    )
 
 
 class _Parser(argparse.ArgumentParser):
@@ -363,18 +478,25 @@ class _Parser(argparse.ArgumentParser):
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="dsort", description="GPU-accelerated, out-of-core sorting on Dask")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{gen,sort,check,demo,build-kernels,tls}")
+    sub = p.add_subparsers(
+        dest="command", required=True, metavar="{gen,sort,check,demo,build-kernels,tls}"
+    )
 
     g = sub.add_parser("gen", help="generate test data: Sort Benchmark records or a numeric .npy")
     gsub = g.add_subparsers(dest="what", required=True)
-    gr = gsub.add_parser("records", help="N records of 100 bytes: a random 10-byte key, then the record's index")
+    gr = gsub.add_parser(
+        "records", help="N records of 100 bytes: a random 10-byte key, then the record's index"
+    )
     gr.add_argument("n", type=_count, metavar="N")
     gr.add_argument("path", metavar="PATH")
-    gr.add_argument("--skew", action="store_true", help="skewed keys: a few hot prefixes, many repeats")
+    gr.add_argument(
+        "--skew", action="store_true", help="skewed keys: a few hot prefixes, many repeats"
+    )
     gr.add_argument(
         "--ascii",
         action="store_true",
-        help="printable keys: every record is a text line ending in \\r\\n (gensort -a), so LC_ALL=C sort can sort the same records",
+        help="printable keys: every record is a text line ending in \\r\\n (gensort -a), so "
+        "LC_ALL=C sort can sort the same records",
     )
     gr.add_argument("--record-size", type=int, default=100)
     gr.add_argument("--key-size", type=int, default=10)
@@ -384,10 +506,27 @@ def parser() -> argparse.ArgumentParser:
     gn.add_argument(
         "--dtype",
         default="int64",
-        choices=("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32", "float64"),
+        choices=(
+            "bool",
+            "int8",
+            "int16",
+            "int32",
+            "int64",
+            "uint8",
+            "uint16",
+            "uint32",
+            "uint64",
+            "float32",
+            "float64",
+        ),
     )
     for q in (gr, gn):
-        q.add_argument("--seed", type=int, default=0, help="random seed (default 0): the same seed gives the same data")
+        q.add_argument(
+            "--seed",
+            type=int,
+            default=0,
+            help="random seed (default 0): the same seed gives the same data",
+        )
         q.add_argument("--overwrite", action="store_true", help="replace an existing PATH")
         q.set_defaults(func=_gen)
 
@@ -395,28 +534,51 @@ def parser() -> argparse.ArgumentParser:
     s.add_argument("input", metavar="INPUT")
     s.add_argument("output", metavar="OUTPUT")
     _format_options(s)
-    s.add_argument("--overwrite", action="store_true", help="replace an existing OUTPUT (only once the new one is complete)")
+    s.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace an existing OUTPUT (only once the new one is complete)",
+    )
     _cluster_options(s)
     s.set_defaults(func=_sort)
 
-    c = sub.add_parser("check", help="verify order; report record count, checksum and duplicate keys (valsort)")
+    c = sub.add_parser(
+        "check", help="verify order; report record count, checksum and duplicate keys (valsort)"
+    )
     c.add_argument("path", metavar="PATH")
     _format_options(c, check=True)
-    _scheduler_options(c.add_argument_group("where it runs (dask's own option names)"), "check on a running cluster")
+    _scheduler_options(
+        c.add_argument_group("where it runs (dask's own option names)"),
+        "check on a running cluster",
+    )
     c.set_defaults(func=_check)
 
-    d = sub.add_parser("demo", help="generate records, sort them (embedded, on the visible GPUs or the CPU), check them, print the summary")
+    d = sub.add_parser(
+        "demo",
+        help="generate records, sort them (embedded, on the visible GPUs or the CPU), check them, "
+        "print the summary",
+    )
     d.add_argument("-n", type=_count, default=2_000_000, help="records (default 2,000,000: 200 MB)")
     d.add_argument("--seed", type=int, default=0)
-    d.add_argument("--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range")
+    d.add_argument(
+        "--chunk-size", type=_bytes, metavar="BYTES", help="bytes per block and output range"
+    )
     _cluster_options(d, embedded_only=True)
     d.set_defaults(func=_demo)
 
-    b = sub.add_parser("build-kernels", help="compile dsort's GPU kernels into CuPy's cache now (once per machine), not on first use")
+    b = sub.add_parser(
+        "build-kernels",
+        help="compile dsort's GPU kernels into CuPy's cache now (once per machine), not on first "
+        "use",
+    )
     b.add_argument("--jobs", type=_positive, help="compiler processes (default: one per core)")
     b.set_defaults(func=_build_kernels)
 
-    t = sub.add_parser("tls", help="make a TLS certificate set for one deployment: DIR/ca.pem, cert.pem, key.pem (openssl)")
+    t = sub.add_parser(
+        "tls",
+        help="make a TLS certificate set for one deployment: DIR/ca.pem, cert.pem, key.pem "
+        "(openssl)",
+    )
     t.add_argument("directory", metavar="DIR")
     t.add_argument("--days", type=_positive, default=365, help="validity in days (default 365)")
     t.add_argument("--overwrite", action="store_true", help="replace an existing set")
@@ -439,7 +601,10 @@ def main(argv=None) -> int:
         print(f"dsort: error: {e}", file=sys.stderr)
         return 2
     except JobFailed as e:
-        print(f"dsort: FAILED: {e}{nothing if 'nothing was written' not in str(e) else ''}", file=sys.stderr)
+        print(
+            f"dsort: FAILED: {e}{nothing if 'nothing was written' not in str(e) else ''}",
+            file=sys.stderr,
+        )
         return 1
     except KeyboardInterrupt:
         print(f"dsort: interrupted{nothing}", file=sys.stderr)
@@ -449,7 +614,8 @@ def main(argv=None) -> int:
             raise
         print(f"dsort: terminated (SIGTERM){nothing}", file=sys.stderr)
         return e.code
-    except OSError as e:  # a full disk, a file that vanished, a permission: one line, not a traceback
+    # a full disk, a file that vanished, a permission: one line, not a traceback
+    except OSError as e:
         where = f": {e.filename}" if getattr(e, "filename", None) else ""
         print(f"dsort: error: {e.strerror or e}{where}{nothing}", file=sys.stderr)
         return 2
@@ -459,7 +625,8 @@ def main(argv=None) -> int:
         if not isinstance(e, KilledWorker):
             raise
         print(
-            f"dsort: FAILED: workers died running the {args.command} ({e}); out of memory? raise --memory-limit or "
+            f"dsort: FAILED: workers died running the {args.command} ({e}); out of memory? raise "
+            "--memory-limit or "
             f"lower --chunk-size{nothing}",
             file=sys.stderr,
         )

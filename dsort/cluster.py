@@ -41,9 +41,16 @@ class Session:
 
     def describe(self) -> str:
         mem = format_bytes(self.memory_limit) if self.memory_limit else "no limit"
-        dev = f", device memory limit {format_bytes(self.device_memory_limit)}" if self.device_memory_limit else ""
+        dev = (
+            f", device memory limit {format_bytes(self.device_memory_limit)}"
+            if self.device_memory_limit
+            else ""
+        )
         gpu = " (GPU)" if self.gpu else ""
-        return f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit {mem} per worker{dev}"
+        return (
+            f"{self.kind}{gpu}: {self.workers} workers, {self.threads} threads, memory limit "
+            f"{mem} per worker{dev}"
+        )
 
 
 def open_client(address: str, timeout: float = 30.0, security=None):
@@ -62,8 +69,13 @@ def open_client(address: str, timeout: float = 30.0, security=None):
     from .tls import security as as_security
 
     scheme = address.split("://", 1)[0] if "://" in address else "tcp"
-    if scheme not in ("tcp", "tls", "inproc", "ucx", "ucxx") or (scheme != "inproc" and ":" not in address.split("://", 1)[-1]):
-        raise InputError(f"--scheduler {address}: not a scheduler address; give tcp://HOST:PORT (dask's default port is 8786)")
+    if scheme not in ("tcp", "tls", "inproc", "ucx", "ucxx") or (
+        scheme != "inproc" and ":" not in address.split("://", 1)[-1]
+    ):
+        raise InputError(
+            f"--scheduler {address}: not a scheduler address; give tcp://HOST:PORT (dask's default "
+            "port is 8786)"
+        )
     security = as_security(security)
     if scheme == "tls" and not (security or Security()).tls_ca_file:
         raise InputError(
@@ -71,7 +83,9 @@ def open_client(address: str, timeout: float = 30.0, security=None):
             "--tls-ca-file, --tls-cert, --tls-key (dsort tls DIR makes a set)"
         )
     if scheme != "tls" and security is not None:
-        raise InputError(f"--scheduler {address}: the TLS options are for a tls:// scheduler address")
+        raise InputError(
+            f"--scheduler {address}: the TLS options are for a tls:// scheduler address"
+        )
     box = {}
 
     def connect():
@@ -85,7 +99,11 @@ def open_client(address: str, timeout: float = 30.0, security=None):
     t.join(timeout + 10)
     if "client" in box:
         return box["client"]
-    why = f": {box['error']}" if "error" in box else f": no dask scheduler answered in {timeout + 10:.0f} s"
+    why = (
+        f": {box['error']}"
+        if "error" in box
+        else f": no dask scheduler answered in {timeout + 10:.0f} s"
+    )
     raise InputError(f"cannot reach a dask scheduler at {address}{why}") from None
 
 
@@ -97,12 +115,23 @@ def _gpu_available() -> bool:
     try:
         import dask_cuda  # noqa: F401
     except ImportError:
-        print("dsort: CuPy sees a GPU but dask-cuda is not installed; using a CPU LocalCluster (pip install 'dsort[gpu]')", file=sys.stderr)
+        print(
+            "dsort: CuPy sees a GPU but dask-cuda is not installed; using a CPU LocalCluster (pip "
+            "install 'dsort[gpu]')",
+            file=sys.stderr,
+        )
         return False
     return True
 
 
-_BOTH = ("n_workers", "threads_per_worker", "memory_limit", "local_directory", "dashboard_address", "silence_logs")
+_BOTH = (
+    "n_workers",
+    "threads_per_worker",
+    "memory_limit",
+    "local_directory",
+    "dashboard_address",
+    "silence_logs",
+)
 
 
 def local_cuda_cluster(**kwargs):
@@ -118,7 +147,10 @@ def local_cuda_cluster(**kwargs):
         return LocalCUDACluster(**kwargs)
     from distributed import LocalCluster
 
-    print("no GPU usable here (CuPy sees none, or dask-cuda is missing): a LocalCluster of CPU workers instead of LocalCUDACluster")
+    print(
+        "no GPU usable here (CuPy sees none, or dask-cuda is missing): a LocalCluster of CPU "
+        "workers instead of LocalCUDACluster"
+    )
     return LocalCluster(**{k: v for k, v in kwargs.items() if k in _BOTH})
 
 
@@ -148,21 +180,33 @@ def connect(
     security=None,
     limits=None,
 ):
-    """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed afterwards):
-    GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"`` (default) or
-    ``"ucx"`` between an embedded cluster's workers (GPU workers only). ``security``: for a
-    ``tls://`` scheduler (:func:`open_client`). ``limits``: the embedded cluster's workers,
+    """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed
+    afterwards): GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"``
+    (default) or ``"ucx"`` between an embedded cluster's workers (GPU workers only). ``security``:
+    for a ``tls://`` scheduler (:func:`open_client`). ``limits``: the embedded cluster's workers,
     threads, memory, local directory and ``cpu`` as one :class:`~dsort.collections.config.Limits`
     (then none of those keywords)."""
     from distributed import Client, LocalCluster
 
     from .collections.config import Limits
 
-    words = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit)
-    words.update(device_memory_limit=device_memory_limit, local_directory=local_directory, cpu=cpu or None)
+    words = dict(
+        n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit
+    )
+    words.update(
+        device_memory_limit=device_memory_limit, local_directory=local_directory, cpu=cpu or None
+    )
     lim = Limits.of(limits, **words)
-    n_workers, threads_per_worker, memory_limit = lim.n_workers, lim.threads_per_worker, lim.memory_limit
-    device_memory_limit, local_directory, cpu = lim.device_memory_limit, lim.local_directory, bool(lim.cpu)
+    n_workers, threads_per_worker, memory_limit = (
+        lim.n_workers,
+        lim.threads_per_worker,
+        lim.memory_limit,
+    )
+    device_memory_limit, local_directory, cpu = (
+        lim.device_memory_limit,
+        lim.local_directory,
+        bool(lim.cpu),
+    )
 
     from .collections.remote import scheduler_identity
     from .engine.device import gpu_count, has_gpu
@@ -174,7 +218,11 @@ def connect(
         if scheduler:
             client = stack.enter_context(open_client(scheduler, security=security))
             kind = scheduler
-            gpu = all(client.run(has_gpu).values()) if scheduler_identity(client)["workers"] else False
+            gpu = (
+                all(client.run(has_gpu).values())
+                if scheduler_identity(client)["workers"]
+                else False
+            )
         else:
             common = dict(
                 n_workers=n_workers,
@@ -184,7 +232,8 @@ def connect(
                 dashboard_address=dashboard_address,
                 silence_logs=logging.ERROR,
             )
-            common = {k: v for k, v in common.items() if v is not None}  # unset: the cluster's own default
+            # unset: the cluster's own default
+            common = {k: v for k, v in common.items() if v is not None}
             if not cpu and _gpu_available():
                 from dask_cuda import LocalCUDACluster
 
@@ -193,7 +242,8 @@ def connect(
                 gpus = gpu_count()
                 if n_workers is not None and n_workers > gpus:
                     raise InputError(
-                        f"--n-workers {n_workers}: an embedded GPU cluster has one worker per GPU and "
+                        f"--n-workers {n_workers}: an embedded GPU cluster has one worker per GPU "
+                        "and "
                         f"{gpus} GPU(s) are visible; pass --cpu for CPU workers"
                     )
 
@@ -206,7 +256,10 @@ def connect(
                 if protocol not in (None, "tcp"):
                     from .core.errors import InputError
 
-                    raise InputError(f"--protocol {protocol}: UCX is for GPU workers (LocalCUDACluster); CPU workers use tcp")
+                    raise InputError(
+                        f"--protocol {protocol}: UCX is for GPU workers (LocalCUDACluster); CPU "
+                        "workers use tcp"
+                    )
                 # A sort task holds about three input chunks while it runs, on top of what the
                 # worker stores: spill stored data earlier than dask's default (60/70 %) so that
                 # a task's working memory fits under the limit. Nannies hand this to the workers.
@@ -219,7 +272,11 @@ def connect(
             client = stack.enter_context(Client(cluster))
         info = scheduler_identity(client)
         workers = info["workers"].values()
-        dashboard = client.dashboard_link if "dashboard" in info.get("services", {}) and (scheduler or _has_bokeh()) else None
+        dashboard = (
+            client.dashboard_link
+            if "dashboard" in info.get("services", {}) and (scheduler or _has_bokeh())
+            else None
+        )
         s = Session(
             client=client,
             kind=kind,
@@ -227,13 +284,17 @@ def connect(
             workers=len(workers),
             threads=sum(w["nthreads"] for w in workers),
             memory_limit=min((w.get("memory_limit") or 0 for w in workers), default=0),
-            device_memory_limit=device_limit(device_memory_limit, _device_memory()) if gpu else None,
+            device_memory_limit=device_limit(device_memory_limit, _device_memory())
+            if gpu
+            else None,
             dashboard=dashboard,
         )
         if not quiet:
             print(f"cluster: {s.describe()}")
             print(
-                f"dashboard: {dashboard}" if dashboard else "dashboard: not running (the dashboard needs bokeh: pip install 'bokeh>=3.1')"
+                f"dashboard: {dashboard}"
+                if dashboard
+                else "dashboard: not running (the dashboard needs bokeh: pip install 'bokeh>=3.1')"
             )
         yield s
 
@@ -241,8 +302,8 @@ def connect(
 def ucx_options(protocol=None, rmm_pool_size=None) -> dict:
     """``LocalCUDACluster`` keywords for ``protocol`` (None or "tcp": none). For "ucx": UCX with
     dask-cuda's automatic transport choice, an RMM pool per worker (``rmm_pool_size``, default
-    ``dsort.ucx.rmm-pool-size`` of the GPU's memory) and CuPy allocating from it, so that a worker's buffers
-    need one IPC mapping per peer, not one per chunk."""
+    ``dsort.ucx.rmm-pool-size`` of the GPU's memory) and CuPy allocating from it, so that a worker's
+    buffers need one IPC mapping per peer, not one per chunk."""
     if protocol in (None, "tcp"):
         return {}
     if protocol not in ("ucx", "ucxx"):
@@ -254,12 +315,23 @@ def ucx_options(protocol=None, rmm_pool_size=None) -> dict:
     except ImportError:
         from .core.errors import InputError
 
-        raise InputError("--protocol ucx needs UCX for dask: pip install 'dsort[ucx]' (distributed-ucxx)") from None
+        raise InputError(
+            "--protocol ucx needs UCX for dask: pip install 'dsort[ucx]' (distributed-ucxx)"
+        ) from None
     if rmm_pool_size is None:
         rmm_pool_size = config.get("ucx.rmm-pool-size")
-    elif isinstance(rmm_pool_size, str) and rmm_pool_size.replace(".", "", 1).isdigit() and float(rmm_pool_size) <= 1:
-        rmm_pool_size = float(rmm_pool_size)  # a fraction of the GPU's memory, as dask-cuda takes it
-    return {"protocol": "ucx", "rmm_pool_size": rmm_pool_size, "rmm_allocator_external_lib_list": ["cupy"]}
+    elif (
+        isinstance(rmm_pool_size, str)
+        and rmm_pool_size.replace(".", "", 1).isdigit()
+        and float(rmm_pool_size) <= 1
+    ):
+        # a fraction of the GPU's memory, as dask-cuda takes it
+        rmm_pool_size = float(rmm_pool_size)
+    return {
+        "protocol": "ucx",
+        "rmm_pool_size": rmm_pool_size,
+        "rmm_allocator_external_lib_list": ["cupy"],
+    }
 
 
 def _has_bokeh() -> bool:

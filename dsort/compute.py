@@ -105,7 +105,8 @@ def watch_workers(client, futures) -> list:
             since = None if workers else since or time.monotonic()
             if since is not None and time.monotonic() - since >= limit and not state:
                 state.append(
-                    f"the cluster at {client.scheduler.address} has had no workers for {limit:.0f} s (lost, with no nanny to restart them?)"
+                    f"the cluster at {client.scheduler.address} has had no workers for {limit:.0f} "
+                    "s (lost, with no nanny to restart them?)"
                 )
                 client.cancel(futures)
                 return

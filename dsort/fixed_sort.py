@@ -50,7 +50,9 @@ class Plan:
     planned: float = 0.0  # when the resources were known (perf_counter): "allocate" counts from it
 
 
-def sort(req: SortRequest, fmt: str, files, out: Path, clock, startup, small: bool = False) -> SortReport:
+def sort(
+    req: SortRequest, fmt: str, files, out: Path, clock, startup, small: bool = False
+) -> SortReport:
     """Sort ``files`` (records or ``.npy``) into ``out`` as ``req`` asks: :func:`plan`, then
     :func:`run_tasks` into a staged output, checked and published."""
     from . import io
@@ -74,7 +76,19 @@ def sort(req: SortRequest, fmt: str, files, out: Path, clock, startup, small: bo
     p.phases["publish"] = time.perf_counter() - t_pub
     t0 = clock[0]
     return SortReport(
-        str(req.input), out, fmt, p.n, p.nbytes, time.perf_counter() - t0, ins, outs, p.res.described, startup, p.phases, stages, tiers
+        str(req.input),
+        out,
+        fmt,
+        p.n,
+        p.nbytes,
+        time.perf_counter() - t0,
+        ins,
+        outs,
+        p.res.described,
+        startup,
+        p.phases,
+        stages,
+        tiers,
     )
 
 
@@ -102,29 +116,62 @@ def plan(req: SortRequest, fmt: str, files, out: Path, clock, small: bool = Fals
         checksums.start_apart()
     t0, t_valid = clock
     t_res = time.perf_counter()
-    rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(res, layout.row_bytes, req.chunk_size, nbytes)
-    rows_per_block, rows_per_range = bounded_fan_in(n, layout.row_bytes, rows_per_block, res, req.chunk_size, gpu_tasks)
-    job_id = uuid.uuid4().hex  # 32 hex digits, as dask's tokens: key_split drops them from task names
+    rows_per_block, rows_per_range, host_runs, device_runs, gpu_tasks = sizes(
+        res, layout.row_bytes, req.chunk_size, nbytes
+    )
+    rows_per_block, rows_per_range = bounded_fan_in(
+        n, layout.row_bytes, rows_per_block, res, req.chunk_size, gpu_tasks
+    )
+    # 32 hex digits, as dask's tokens: key_split drops them from task names
+    job_id = uuid.uuid4().hex
     local = req.limits.local_directory
     base = Path(local).absolute() if local else out.parent
     made = [] if base.is_dir() else make_dirs(base)
     if base != out.parent:
         io.remove_leftovers(base, out.name)
     runs_dir = base / f".{out.name}.dsort-runs-{os.getpid()}-{job_id[:8]}"
-    if req.client is not None:  # workers of a cluster keep runs on their own disks; slices are read where they are
+    # workers of a cluster keep runs on their own disks; slices are read where they are
+    if req.client is not None:
         host_runs = device_runs = 0
     store = R.StoreConfig(
-        job_id, str(runs_dir), layout.row_bytes, host_runs, device_runs, local=req.client is not None, cluster=remote.DASK
+        job_id,
+        str(runs_dir),
+        layout.row_bytes,
+        host_runs,
+        device_runs,
+        local=req.client is not None,
+        cluster=remote.DASK,
     )
     blocks = fixed.plan_blocks(files, offsets, lengths, layout.row_bytes, rows_per_block)
     ranges = P.ranges(n, rows_per_range)
     groups = merge_groups(len(blocks))
-    group_ranges = tuple(P.ranges(sum(b[2] for b in blocks[a:z]), rows_per_range) for a, z in groups)
+    group_ranges = tuple(
+        P.ranges(sum(b[2] for b in blocks[a:z]), rows_per_range) for a, z in groups
+    )
     phases = {"validate": t_valid - t0, "resources": t_res - t_valid}
     return Plan(
-        fmt, files, out, layout, dtype, n, nbytes, res, apart, gpu_tasks, job_id, runs_dir, made, store, blocks, ranges, groups,
-        group_ranges, rows_per_block, phases, t_res,
-    )  # fmt: skip
+        fmt,
+        files,
+        out,
+        layout,
+        dtype,
+        n,
+        nbytes,
+        res,
+        apart,
+        gpu_tasks,
+        job_id,
+        runs_dir,
+        made,
+        store,
+        blocks,
+        ranges,
+        groups,
+        group_ranges,
+        rows_per_block,
+        phases,
+        t_res,
+    )
 
 
 def _resources(req: SortRequest, nbytes: int, small: bool) -> Resources:
@@ -134,7 +181,10 @@ def _resources(req: SortRequest, nbytes: int, small: bool) -> Resources:
     if client is None:
         res = resources_of(lim, nbytes)
         if small:
-            res.described += f" (under dsort.file-sort.gpu-min-input, {config.get('file-sort.gpu-min-input')}: --gpu for the GPUs)"
+            res.described += (
+                " (under dsort.file-sort.gpu-min-input, "
+                f"{config.get('file-sort.gpu-min-input')}: --gpu for the GPUs)"
+            )
         return res
     from .collections.remote import scheduler_identity
     from .engine.device import has_gpu
@@ -149,20 +199,28 @@ def _resources(req: SortRequest, nbytes: int, small: bool) -> Resources:
         mem * len(info),
         (0,) if gpu else (),
         8 << 30 if gpu else 0,
-        f"the cluster at {client.scheduler.address}: {len(info)} workers, {sum(w['nthreads'] for w in info)} threads",
+        f"the cluster at {client.scheduler.address}: {len(info)} workers, "
+        f"{sum(w['nthreads'] for w in info)} threads",
     )
 
 
 def describe(req: SortRequest, p: Plan) -> None:
     """The two lines that say what the sort will do, and where."""
     stream = req.stream
-    print(f"sorting {p.n:,} {p.fmt} ({fmt_bytes(p.nbytes)}) from {req.input} into {p.out}", file=stream)
+    print(
+        f"sorting {p.n:,} {p.fmt} ({fmt_bytes(p.nbytes)}) from {req.input} into {p.out}",
+        file=stream,
+    )
     at_once = f", {p.gpu_tasks} at once per GPU" if p.gpu_tasks else ""
     passes = ""
     if p.groups:
-        passes = f", merged in two passes (first {len(p.groups)} groups of up to {max(z - a for a, z in p.groups):,} runs)"
+        passes = (
+            f", merged in two passes (first {len(p.groups)} groups of up to "
+            f"{max(z - a for a, z in p.groups):,} runs)"
+        )
     print(
-        f"on {p.res.described}; {len(p.blocks)} runs of up to {fmt_bytes(p.rows_per_block * p.layout.row_bytes)}, "
+        f"on {p.res.described}; {len(p.blocks)} runs of up to "
+        f"{fmt_bytes(p.rows_per_block * p.layout.row_bytes)}, "
         f"{len(p.ranges)} output ranges{at_once}{passes}",
         file=stream,
     )
@@ -172,7 +230,8 @@ def describe(req: SortRequest, p: Plan) -> None:
 
 def run_tasks(req: SortRequest, p: Plan, tmp) -> tuple:
     """Allocate the staged output ``tmp`` and run the sort's tasks into it: ``(input summary,
-    output summary, seconds per task stage, runs per tier)``; each phase's span into ``p.phases``."""
+    output summary, seconds per task stage, runs per tier)``; each phase's span into
+    ``p.phases``."""
     from .core import filesort as F
     from .core import plan as P
     from .io import _fixed as fixed, npy
@@ -182,43 +241,71 @@ def run_tasks(req: SortRequest, p: Plan, tmp) -> tuple:
     stages, tiers = {}, {}
     input_sums = None  # the input's checksums, asked of the checksum process (a future)
     try:
-        out_offset = npy.create(tmp, p.dtype, p.n) if p.fmt == "npy" else allocate(tmp, p.nbytes) or 0
+        out_offset = (
+            npy.create(tmp, p.dtype, p.n) if p.fmt == "npy" else allocate(tmp, p.nbytes) or 0
+        )
         if not p.n:
             return valsort.Summary(), valsort.Summary(), stages, tiers
-        spacing, chain_spacing = P.pass_spacings([b[2] for b in p.blocks], len(p.ranges), p.groups, p.group_ranges)
+        spacing, chain_spacing = P.pass_spacings(
+            [b[2] for b in p.blocks], len(p.ranges), p.groups, p.group_ranges
+        )
         gpus = p.res.gpus if req.client is None else ((0,) if p.res.gpus else ())
         job = F.Job(
-            p.job_id, p.blocks, str(tmp), out_offset, gpus, max(p.gpu_tasks, 1), checksums_apart=p.apart, store=p.store,
-            spacing=spacing, layout=p.layout, range_rows=p.ranges, descending=req.descending, groups=p.groups,
-            group_ranges=p.group_ranges, chain_spacing=chain_spacing,
-        )  # fmt: skip
+            p.job_id,
+            p.blocks,
+            str(tmp),
+            out_offset,
+            gpus,
+            max(p.gpu_tasks, 1),
+            checksums_apart=p.apart,
+            store=p.store,
+            spacing=spacing,
+            layout=p.layout,
+            range_rows=p.ranges,
+            descending=req.descending,
+            groups=p.groups,
+            group_ranges=p.group_ranges,
+            chain_spacing=chain_spacing,
+        )
         dsk, run_keys, chain_keys, merge_keys = fixed.graph(job)
         input_sums = _input_sums(job, p.res.threads) if p.apart else None
         p.phases["allocate"] = time.perf_counter() - p.planned
         first_pass = 2 * len(chain_keys) + sum(map(len, p.group_ranges))
-        counts = {"run": len(run_keys), "first pass": first_pass, "cuts": 1, "merge": len(merge_keys)}
+        counts = {
+            "run": len(run_keys),
+            "first pass": first_pass,
+            "cuts": 1,
+            "merge": len(merge_keys),
+        }
         bar = Progress({k: v for k, v in counts.items() if v}, req.stream) if req.progress else None
         keys = [run_keys, chain_keys, merge_keys]
         if req.client is None:
             with bar if bar is not None else Null():
-                run_results, chain_results, merge_results = compute_threads(dsk, keys, p.res.threads, bar)
+                run_results, chain_results, merge_results = compute_threads(
+                    dsk, keys, p.res.threads, bar
+                )
             if bar is not None:
                 p.phases.update({ph: s[1] - s[0] for ph, s in bar.spans.items()})
         else:
-            run_results, chain_results, merge_results = compute_client(req.client, dsk, keys, req.progress)
+            run_results, chain_results, merge_results = compute_client(
+                req.client, dsk, keys, req.progress
+            )
         for run, _, times in run_results:
             tier = "workers' disks" if run.worker else run.tier
             tiers[tier] = tiers.get(tier, 0) + 1
             _add(stages, times)
         if p.apart:
-            run_results, merge_results = _checksums_apart(job, input_sums, run_results, merge_results, p.res.threads, p.phases)
+            run_results, merge_results = _checksums_apart(
+                job, input_sums, run_results, merge_results, p.res.threads, p.phases
+            )
         for _, times in [*chain_results, *merge_results]:
             _add(stages, times)
         ins = valsort.combine([s for _, s, _ in run_results])
         outs = valsort.combine([s for s, _ in merge_results], descending=req.descending)
         return ins, outs, stages, tiers
     finally:
-        if input_sums is not None and not input_sums.done():  # the job failed: its input's sums are not wanted
+        # the job failed: its input's sums are not wanted
+        if input_sums is not None and not input_sums.done():
             checksums.stop_apart()
 
 
@@ -237,8 +324,8 @@ def _input_sums(job, threads: int):
         except BaseException as e:
             done.set_exception(e)
 
-    # a daemon: a job that fails meanwhile ends the checksum process (checksums.stop_apart) and this thread
-    # with it, and an interpreter that exits does not wait for it
+    # a daemon: a job that fails meanwhile ends the checksum process (checksums.stop_apart) and this
+    # thread with it, and an interpreter that exits does not wait for it
     threading.Thread(target=ask, name="dsort-input-sums", daemon=True).start()
     return done
 
@@ -252,14 +339,20 @@ def _checksums_apart(job, input_sums, run_results, merge_results, threads: int, 
     t = time.perf_counter()
     rb = job.layout.row_bytes
     starts = plan.offsets(job.range_rows).tolist()
-    outputs = checksums.sums_apart([(job.output, job.out_offset + a * rb, r, rb) for a, r in zip(starts, job.range_rows)], threads)
+    outputs = checksums.sums_apart(
+        [(job.output, job.out_offset + a * rb, r, rb) for a, r in zip(starts, job.range_rows)],
+        threads,
+    )
     inputs = input_sums.result()
     phases["checksums"] = time.perf_counter() - t
     runs = [
         (run, valsort.Summary(records=n, checksum=c, bytes=n * rb), times)
         for (run, _, times), (_, _, n), c in zip(run_results, job.blocks, inputs)
     ]
-    merges = [(replace(s, checksum=c) if s.records else s, times) for (s, times), c in zip(merge_results, outputs)]
+    merges = [
+        (replace(s, checksum=c) if s.records else s, times)
+        for (s, times), c in zip(merge_results, outputs)
+    ]
     return runs, merges
 
 

@@ -60,11 +60,18 @@ def default_gpus(visible: int, nbytes: int | None) -> int:
 
 
 def resources(
-    *, n_workers=None, threads_per_worker=None, memory_limit="auto", device_memory_limit=None, cpu=None, nbytes=None
+    *,
+    n_workers=None,
+    threads_per_worker=None,
+    memory_limit="auto",
+    device_memory_limit=None,
+    cpu=None,
+    nbytes=None,
 ) -> Resources:
     """The embedded executor's threads, GPUs and budgets from dask's cluster options. ``cpu``:
     True for CPU workers, False for the GPUs (an error where none is visible), None for the GPUs
-    where any is visible: ``n_workers`` of them, else :func:`default_gpus` for ``nbytes`` of input."""
+    where any is visible: ``n_workers`` of them, else :func:`default_gpus` for ``nbytes`` of
+    input."""
     from .engine import device as dev
 
     cpus = os.cpu_count() or 1
@@ -73,12 +80,17 @@ def resources(
             raise LimitError(f"{name} must be at least 1, got {v}")
     visible = 0 if cpu else dev.gpu_count()
     if cpu is False and not visible:
-        raise LimitError("--gpu: no CUDA device is visible (or CuPy is missing); leave it out to sort on the CPU")
+        raise LimitError(
+            "--gpu: no CUDA device is visible (or CuPy is missing); leave it out to sort on the CPU"
+        )
     if visible and n_workers is not None and n_workers > visible:
         raise LimitError(
-            f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are visible; pass --cpu for CPU workers"
+            f"--n-workers {n_workers}: there is one worker per GPU and {visible} GPU(s) are "
+            "visible; pass --cpu for CPU workers"
         )
-    gpus = tuple(range(n_workers if n_workers else default_gpus(visible, nbytes))) if visible else ()
+    gpus = (
+        tuple(range(n_workers if n_workers else default_gpus(visible, nbytes))) if visible else ()
+    )
     workers = n_workers or (len(gpus) or 1)
     if threads_per_worker:
         threads = workers * threads_per_worker
@@ -94,11 +106,17 @@ def resources(
         import cupy
 
         free, total = cupy.cuda.Device(gpus[0]).mem_info
-        device_budget = parse_size(device_memory_limit, total, "--device-memory-limit") or int(free * 0.8)
+        device_budget = parse_size(device_memory_limit, total, "--device-memory-limit") or int(
+            free * 0.8
+        )
     elif device_memory_limit is not None:
         parse_size(device_memory_limit, 1, "--device-memory-limit")
     where = f"{threads} threads"
-    where += f" on {len(gpus)} GPU(s), device memory {fmt_bytes(device_budget)} each" if gpus else " on the CPU"
+    where += (
+        f" on {len(gpus)} GPU(s), device memory {fmt_bytes(device_budget)} each"
+        if gpus
+        else " on the CPU"
+    )
     if gpus and not n_workers and visible > len(gpus):
         where += f" ({visible} visible: --n-workers {visible} for all)"
     where += f", host memory {fmt_bytes(host)}"
@@ -108,7 +126,11 @@ def resources(
 def resources_of(limits, nbytes=None, **instead) -> Resources:
     """:func:`resources` within ``limits`` (a :class:`~dsort.collections.config.Limits`), some
     of its fields replaced by ``instead``."""
-    words = dict(n_workers=limits.n_workers, threads_per_worker=limits.threads_per_worker, memory_limit=limits.memory_limit)
+    words = dict(
+        n_workers=limits.n_workers,
+        threads_per_worker=limits.threads_per_worker,
+        memory_limit=limits.memory_limit,
+    )
     words.update(device_memory_limit=limits.device_memory_limit, cpu=limits.cpu)
     return resources(**{**words, **instead}, nbytes=nbytes)
 
@@ -121,7 +143,10 @@ def on_cpu(cpu, nbytes: int, device_memory_limit=None, threads: int = 1) -> bool
     such a whole sort on the CPU, unless a ``device_memory_limit`` asks for the GPU."""
     if cpu is not None:
         return bool(cpu)
-    least = max(config.nbytes("file-sort.gpu-min-input"), config.nbytes("file-sort.gpu-min-input-per-thread") * max(1, int(threads)))
+    least = max(
+        config.nbytes("file-sort.gpu-min-input"),
+        config.nbytes("file-sort.gpu-min-input-per-thread") * max(1, int(threads)),
+    )
     return device_memory_limit is None and nbytes < least
 
 
@@ -145,13 +170,27 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None, nbytes: int | 
     min_block = config.nbytes("file-sort.min-block")
     if res.gpus:
         work = res.device_budget // 2
-        gpu_tasks = max(1, min(config.get("file-sort.gpu-threads"), -(-res.threads // len(res.gpus)), work // 3 // (64 << 20)))
+        gpu_tasks = max(
+            1,
+            min(
+                config.get("file-sort.gpu-threads"),
+                -(-res.threads // len(res.gpus)),
+                work // 3 // (64 << 20),
+            ),
+        )
         block = min(config.nbytes("file-sort.gpu-block"), work // gpu_tasks // 3)
         smallest = ("--device-memory-limit", min_block * 3 * 2 * gpu_tasks, "per GPU")
     else:
-        block = min(config.nbytes("file-sort.cpu-block"), (res.host_budget - host_runs) // res.threads // 3)
-        tasks = min_block * 3 * res.threads  # what the tasks need; the runs keep the rest (an eighth of a big input's budget)
-        need = -(-tasks * 8 // 7) if nbytes is not None and nbytes > -(-tasks * 8 // 7) // 2 else tasks * 2
+        block = min(
+            config.nbytes("file-sort.cpu-block"), (res.host_budget - host_runs) // res.threads // 3
+        )
+        # what the tasks need; the runs keep the rest (an eighth of a big input's budget)
+        tasks = min_block * 3 * res.threads
+        need = (
+            -(-tasks * 8 // 7)
+            if nbytes is not None and nbytes > -(-tasks * 8 // 7) // 2
+            else tasks * 2
+        )
         smallest = ("--memory-limit", need, f"in all for {res.threads} threads")
     if chunk_size:
         block = int(chunk_size)
@@ -159,7 +198,8 @@ def sizes(res: Resources, row_bytes: int, chunk_size: int | None, nbytes: int | 
         option, need, per = smallest
         have = res.device_budget if res.gpus else res.host_budget
         raise LimitError(
-            f"{option}: {fmt_bytes(have)} is too small to sort blocks of at least {fmt_bytes(min_block)}; "
+            f"{option}: {fmt_bytes(have)} is too small to sort blocks of at least "
+            f"{fmt_bytes(min_block)}; "
             f"the smallest workable total is {fmt_bytes(need)} {per}"
         )
     rows = max(1, block // row_bytes)
@@ -194,12 +234,17 @@ def bounded_fan_in(n: int, row_bytes: int, rows: int, res: Resources, chunk_size
             fix = f"the smallest workable --chunk-size here is {fmt_bytes(least)}"
         else:
             option = "--device-memory-limit" if gpu_tasks else "--memory-limit"
-            fix = f"raise {option} so that each of {gpu_tasks or res.threads} tasks holds three blocks of {fmt_bytes(least)}"
+            fix = (
+                f"raise {option} so that each of {gpu_tasks or res.threads} tasks holds three "
+                f"blocks of {fmt_bytes(least)}"
+            )
         raise LimitError(
-            f"{fmt_bytes(n * row_bytes)} of input in blocks of {fmt_bytes(rows * row_bytes)} makes {runs:,} runs; dsort merges "
+            f"{fmt_bytes(n * row_bytes)} of input in blocks of {fmt_bytes(rows * row_bytes)} makes "
+            f"{runs:,} runs; dsort merges "
             f"at most {max_runs:,} in one pass and {max_runs * max_runs:,} in two: {fix}"
         )
-    groups = len(merge_groups(runs)) or 1  # merges of a first pass, each over a group of runs (one: a single pass)
+    # merges of a first pass, each over a group of runs (one: a single pass)
+    groups = len(merge_groups(runs)) or 1
     fan_in, group_rows = -(-runs // groups), -(-n // groups)
     # few runs x ranges (slices) per merge pass: the per-slice costs stay small
     range_rows = max(rows, -(-group_rows // max(1, config.get("file-sort.max-slices") // fan_in)))
@@ -214,7 +259,8 @@ def merge_groups(runs: int) -> tuple:
     max_runs = config.get("file-sort.max-runs")
     if runs > max_runs * max_runs:  # many small files: a run each at least
         raise LimitError(
-            f"the input makes {runs:,} runs (no run holds rows of two files); dsort merges at most {max_runs * max_runs:,} "
+            f"the input makes {runs:,} runs (no run holds rows of two files); dsort merges at most "
+            f"{max_runs * max_runs:,} "
             "in two passes: fewer, larger files, or a larger --chunk-size"
         )
     return pass_groups(runs, max_runs)

@@ -22,7 +22,8 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
     cluster: the columnar sort in memory (one part per row group) where
     ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, its keys ordered on
     one GPU where ``req.limits.cpu`` is False (``--gpu``); else the dataframe sort through runs
-    under ``req.limits.local_directory`` (default: beside OUTPUT), parts balanced to within one row."""
+    under ``req.limits.local_directory`` (default: beside OUTPUT), parts balanced to within one
+    row."""
 
     from . import io
     from .io import parquet
@@ -43,7 +44,10 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
 
         workers = scheduler_identity(client)["workers"].values()
         memory = sum(w.get("memory_limit") or mem_available() for w in workers) or mem_available()
-    external = sum(Path(f).stat().st_size for f in files) * config.get("file-sort.parquet-memory-factor") > memory
+    external = (
+        sum(Path(f).stat().st_size for f in files) * config.get("file-sort.parquet-memory-factor")
+        > memory
+    )
     with io.staged(out, directory=True, overwrite=req.overwrite) as tmp:
         try:
             job = parquet.sort_job(
@@ -56,8 +60,16 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
                 device="gpu" if res is not None and res.gpus else None,
                 cluster=client is not None,
             )
-            print(f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {req.input} into {out}", file=stream)
-            print(f"on {where}" + ("; through runs on disk (more than fits in memory)" if external else ""), file=stream)
+            print(
+                f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {req.input} "
+                f"into {out}",
+                file=stream,
+            )
+            print(
+                f"on {where}"
+                + ("; through runs on disk (more than fits in memory)" if external else ""),
+                file=stream,
+            )
             phases = {"validate": clock[1] - t0}
             if job.records:
                 in_parts, out_parts = _run_parquet(job, client, res, req.progress, stream, phases)
@@ -98,13 +110,18 @@ def _run_parquet(job, client, res, progress, stream, phases) -> tuple:
 
     keys = [[d.key for d in job.inputs], [d.key for d in job.outputs]]
     dsk: dict = {}
-    graphs = {id(d.dask): d.__dask_graph__() for d in [*job.inputs, *job.outputs]}  # the columnar sort's handles share one
+    # the columnar sort's handles share one
+    graphs = {id(d.dask): d.__dask_graph__() for d in [*job.inputs, *job.outputs]}
     for g in graphs.values():
         dsk.update(g)
     if client is None:
         phase_of = make_phase_of()
         counts = Counter(phase_of(k) for k in dsk)
-        bar = Progress({p: counts[p] for p in sorted(counts, key=_bar_order)}, stream) if progress else None
+        bar = (
+            Progress({p: counts[p] for p in sorted(counts, key=_bar_order)}, stream)
+            if progress
+            else None
+        )
         with bar if bar is not None else Null():
             got = compute_threads(dsk, keys, res.threads, bar)
         if bar is not None:

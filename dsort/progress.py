@@ -1,8 +1,8 @@
 """Progress bars and per-phase times of a running sort.
 
-Tasks are named for their phase (:mod:`dsort.collections.tasks`); dask's ``key_split`` of a task key gives
-that name back, and :data:`SHOWN_AS` says under which bar it is shown. A task of no dsort phase
-(an input array's own tasks, say) is shown under its own ``key_split`` name.
+Tasks are named for their phase (:mod:`dsort.collections.tasks`); dask's ``key_split`` of a task key
+gives that name back, and :data:`SHOWN_AS` says under which bar it is shown. A task of no dsort
+phase (an input array's own tasks, say) is shown under its own ``key_split`` name.
 
 Two kinds of bars, one line each: :class:`Progress` for the embedded (threaded) file sort, fed by
 its scheduler's callbacks, and :func:`progress_bars` for a cluster, driven by the scheduler's
@@ -50,7 +50,8 @@ SHOWN_AS = {
     T.WRITE: "write",
     T.CHECK: "check",
 }
-ORDER = ["read", "checksum", "run", "first pass", "cuts", "sort", "merge", "write", "check"]  # of the bars
+# of the bars
+ORDER = ["read", "checksum", "run", "first pass", "cuts", "sort", "merge", "write", "check"]
 
 
 def make_phase_of():
@@ -102,7 +103,10 @@ class Progress:
         span[1] = max(span[1], now)
 
     def line(self) -> str:
-        parts = [_bar(p, self.done.get(p, 0) / total if total else 1.0, self.width) for p, total in self.totals.items()]
+        parts = [
+            _bar(p, self.done.get(p, 0) / total if total else 1.0, self.width)
+            for p, total in self.totals.items()
+        ]
         return " ".join(parts) + f"  {time.perf_counter() - self.t0:.1f}s"
 
     def __enter__(self):
@@ -145,7 +149,9 @@ def progress_bars(futures, client, width: int = 12, stream=None) -> None:
             parts = []
             for phase in sorted(all, key=_bar_order):
                 total = all[phase]
-                parts.append(_bar(phase, 1 - remaining.get(phase, 0) / total if total else 1.0, width))
+                parts.append(
+                    _bar(phase, 1 - remaining.get(phase, 0) / total if total else 1.0, width)
+                )
             self.last = " ".join(parts) + f"  {format_time(self.elapsed)}"
             if stream.isatty():
                 stream.write("\r\33[2K" + self.last)
@@ -157,7 +163,13 @@ def progress_bars(futures, client, width: int = 12, stream=None) -> None:
                 stream.flush()
 
     try:
-        bars = Bars(futures, client.scheduler.address, group_by=make_phase_of(), complete=True, interval="200ms")
+        bars = Bars(
+            futures,
+            client.scheduler.address,
+            group_by=make_phase_of(),
+            complete=True,
+            interval="200ms",
+        )
         LoopRunner(loop=client.loop).run_sync(bars.listen)
     except Exception as e:
         print(f"(progress bars unavailable: {e!r})", file=sys.stderr)

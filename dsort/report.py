@@ -1,5 +1,6 @@
 """What a finished file sort reports: :class:`SortReport` (counts, checksums, where the time went)
-and :func:`format_report`, the summary ``dsort sort`` prints; public through :mod:`dsort.service`."""
+and :func:`format_report`, the summary ``dsort sort`` prints; public through
+:mod:`dsort.service`."""
 
 from __future__ import annotations
 
@@ -48,19 +49,29 @@ def process_age() -> float | None:
 
 def format_report(r: SortReport) -> str:
     """The summary a finished job prints: records, bytes, time, throughput, where the time went."""
-    lines = [f"sorted {r.records:,} records ({fmt_bytes(r.bytes)}), duplicate keys {r.output_summary.duplicates:,}"]
+    lines = [
+        f"sorted {r.records:,} records ({fmt_bytes(r.bytes)}), duplicate keys "
+        f"{r.output_summary.duplicates:,}"
+    ]
     lines.append(
-        f"wall time {r.wall:.2f} s, throughput {fmt_bytes(r.throughput)}/s ({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
+        f"wall time {r.wall:.2f} s, throughput {fmt_bytes(r.throughput)}/s "
+        f"({r.records / r.wall if r.wall > 0 else 0:,.0f} records/s)"
         + (f"; process start-up before it {r.startup:.2f} s" if r.startup is not None else "")
     )
     if r.phases:
         lines.append(
-            "phases (wall, each from its first task to its last: they overlap): " + ", ".join(f"{p} {s:.2f} s" for p, s in r.phases.items())
+            "phases (wall, each from its first task to its last: they overlap): "
+            + ", ".join(f"{p} {s:.2f} s" for p, s in r.phases.items())
         )
     if r.stages:
         total = sum(r.stages.values()) or 1.0
-        lines.append("stages (busy, all threads): " + ", ".join(f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in r.stages.items()))
+        lines.append(
+            "stages (busy, all threads): "
+            + ", ".join(f"{k} {v:.2f} s ({100 * v / total:.0f}%)" for k, v in r.stages.items())
+        )
     if r.runs:
         where = {"device": "on GPU", "host": "in memory", "disk": "on disk"}
-        lines.append("runs: " + ", ".join(f"{n} {where.get(t, 'on ' + t)}" for t, n in r.runs.items()))
+        lines.append(
+            "runs: " + ", ".join(f"{n} {where.get(t, 'on ' + t)}" for t, n in r.runs.items())
+        )
     return "\n".join(lines)

@@ -42,7 +42,8 @@ def first_use_notice(stream) -> None:
 
     if not _cuda.kernels_built():
         print(
-            f"first use of dsort's kernels on this {_cuda.arch()} GPU: compiling what this sort needs (seconds, once; "
+            f"first use of dsort's kernels on this {_cuda.arch()} GPU: compiling what this sort "
+            "needs (seconds, once; "
             "`dsort build-kernels` builds them all ahead of time)",
             file=stream,
         )
@@ -59,7 +60,10 @@ def check_local_directory(path) -> None:
         raise InputError(f"--local-directory {path} cannot be made: {existing} is not a directory")
     if not os.access(existing, os.W_OK | os.X_OK):
         where = "" if existing == path else f" in {existing}"
-        raise InputError(f"--local-directory {path} is not writable" + (f" (it would be made{where})" if where else ""))
+        raise InputError(
+            f"--local-directory {path} is not writable"
+            + (f" (it would be made{where})" if where else "")
+        )
 
 
 def make_dirs(path: Path) -> list:
@@ -86,7 +90,10 @@ def check(ins: valsort.Summary, outs: valsort.Summary, n: int, out, stream) -> N
     if (ins.records, ins.checksum) != (outs.records, outs.checksum) or outs.records != n:
         problems.append("the output's record count or checksum differs from the input's")
     if outs.unordered:
-        problems.append(f"the output is not sorted: {outs.unordered:,} records out of order, the first at record {outs.first_unordered:,}")
+        problems.append(
+            f"the output is not sorted: {outs.unordered:,} records out of order, the first at "
+            f"record {outs.first_unordered:,}"
+        )
     if problems:
         raise CheckFailed("; ".join(problems) + f"; nothing was written at {out}")
 

@@ -37,19 +37,28 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from .collections import config  # noqa: F401  (the dsort.* settings registered with dask)
-from .collections.config import Limits, parse_size  # noqa: F401  (public here too)
-from .core.errors import CheckFailed, InputError, JobFailed, LimitError  # noqa: F401  (public here too)
-from .report import SortReport, format_report, process_age  # noqa: F401  (public here too)
+from .collections import config  # noqa: F401  (the dsort.* settings, registered with dask)
+from .collections.config import Limits, parse_size
+from .core.errors import CheckFailed, InputError, JobFailed, LimitError
+from .limits import Resources, bounded_fan_in, cpu_threads, fmt_bytes, mem_available, merge_groups
+from .limits import on_cpu, resources, sizes
+from .report import SortReport, format_report, process_age
 from .request import SortRequest, check_local_directory
-from .limits import Resources, bounded_fan_in, cpu_threads, fmt_bytes, mem_available, merge_groups, on_cpu, resources, sizes  # noqa: F401  (public here too)
+
+__all__ = [  # the service's API, and the names it hands on from below
+    "CheckFailed", "InputError", "JobFailed", "LimitError", "Limits", "Resources", "SortReport",
+    "SortRequest", "bounded_fan_in", "check_local_directory", "cpu_threads", "fmt_bytes",
+    "format_report", "mem_available", "merge_groups", "on_cpu", "parse_size", "process_age",
+    "resources", "run", "sizes", "sort_files", "validate",
+]  # fmt: skip
 
 # The sizes policy (block bounds, GPU threads, merge fan-in, Parquet's memory factor) and the
 # no-workers timeout are dask settings: dsort.file-sort.* and dsort.no-workers-timeout
 # (dsort/dsort.yaml), read at each call.
 
 
-# -- the service ------------------------------------------------------------------------------------
+# -- the service
+# ------------------------------------------------------------------------------------
 
 
 def validate(input, output, *, format=None, record_size=100, key_size=10, by=None, overwrite=False):
@@ -69,7 +78,8 @@ def validate(input, output, *, format=None, record_size=100, key_size=10, by=Non
     named = io.format_of(output)
     if named and named != fmt:
         raise InputError(
-            f"OUTPUT {output} is named like {named} but INPUT is {fmt}, and dsort writes the input's format; choose a name that says so"
+            f"OUTPUT {output} is named like {named} but INPUT is {fmt}, and dsort writes the "
+            "input's format; choose a name that says so"
         )
     out = io.check_destination(output, files, overwrite=overwrite, input_dirs=dirs)
     if fmt == "records":
@@ -123,21 +133,36 @@ def sort_files(
     ``n_workers``, ``threads_per_worker``, ``memory_limit`` (per worker), ``device_memory_limit``
     (per GPU; bytes or a fraction), ``cpu`` (True: no GPU; False: the GPUs, an error where none is
     visible; None: the GPUs, but inputs under ``dsort.file-sort.gpu-min-input`` on the CPU: see
-    :func:`on_cpu`; Parquet: the CPU, its keys on one GPU only with False). ``local_directory``: where runs that do not
-    fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per block and output range
-    (default: from the limits).
+    :func:`on_cpu`; Parquet: the CPU, its keys on one GPU only with False). ``local_directory``:
+    where runs that do not fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per
+    block and output range (default: from the limits).
 
     ``limits``: those six as one :class:`~dsort.collections.config.Limits` (then none of them).
 
     Raises :class:`~dsort.io.InputError` (bad input or limits, before any work where it can be
     checked) or :class:`CheckFailed` (output count, checksum or order wrong: nothing at OUTPUT).
     """
-    words = dict(n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit)
+    words = dict(
+        n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit
+    )
     words.update(device_memory_limit=device_memory_limit, local_directory=local_directory, cpu=cpu)
     request = SortRequest(
-        input, output, format, record_size, key_size, by, descending, overwrite, chunk_size, scheduler, client, security,
-        Limits.of(limits, **words), progress, stream,
-    )  # fmt: skip
+        input,
+        output,
+        format,
+        record_size,
+        key_size,
+        by,
+        descending,
+        overwrite,
+        chunk_size,
+        scheduler,
+        client,
+        security,
+        Limits.of(limits, **words),
+        progress,
+        stream,
+    )
     return run(request)
 
 
@@ -152,11 +177,18 @@ def run(req: SortRequest) -> SortReport:
     if req.chunk_size is not None and int(req.chunk_size) < 1:
         raise LimitError(f"--chunk-size must be at least 1 byte, got {req.chunk_size}")
     fmt, files, out = validate(
-        req.input, req.output, format=req.format, record_size=req.record_size, key_size=req.key_size, by=req.by, overwrite=req.overwrite
+        req.input,
+        req.output,
+        format=req.format,
+        record_size=req.record_size,
+        key_size=req.key_size,
+        by=req.by,
+        overwrite=req.overwrite,
     )
     lim = req.limits
     if lim.local_directory is not None:
-        lim = replace(lim, local_directory=os.path.abspath(lim.local_directory))  # the caller's, not a worker's
+        # the caller's, not a worker's
+        lim = replace(lim, local_directory=os.path.abspath(lim.local_directory))
         check_local_directory(lim.local_directory)
     small = False  # the CPU chosen for an input too small to pay for a GPU
     if req.client is None and req.scheduler is None:

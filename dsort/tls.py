@@ -23,7 +23,11 @@ from .core.errors import InputError
 
 FILES = ("ca.pem", "cert.pem", "key.pem")
 _EC = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-_LEAF = "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth,clientAuth\n"
+_LEAF = (
+    "basicConstraints=CA:FALSE\n"
+    "keyUsage=digitalSignature,keyEncipherment\n"
+    "extendedKeyUsage=serverAuth,clientAuth\n"
+)
 
 
 def make(directory, *, days: int = 365, overwrite: bool = False) -> list[Path]:
@@ -34,21 +38,39 @@ def make(directory, *, days: int = 365, overwrite: bool = False) -> list[Path]:
     paths = [d / name for name in FILES]
     there = [str(p) for p in paths if os.path.lexists(p)]
     if there and not overwrite:
-        raise InputError(f"{', '.join(there)} already there; pass --overwrite to replace this deployment's certificates")
+        raise InputError(
+            f"{', '.join(there)} already there; pass --overwrite to replace this deployment's "
+            "certificates"
+        )
     if days < 1:
         raise InputError(f"--days must be at least 1, got {days}")
     openssl = shutil.which("openssl")
     if openssl is None:
-        raise InputError("making certificates needs the openssl command (e.g. apt-get install openssl)")
+        raise InputError(
+            "making certificates needs the openssl command (e.g. apt-get install openssl)"
+        )
     try:
         d.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise InputError(f"{d} cannot be made: {e.strerror}") from None
-    tmp = Path(tempfile.mkdtemp(prefix=".dsort-tls-", dir=d))  # 0700; beside DIR, so the files move in by rename
+    # 0700; beside DIR, so the files move in by rename
+    tmp = Path(tempfile.mkdtemp(prefix=".dsort-tls-", dir=d))
     try:
         (tmp / "leaf.cnf").write_text(_LEAF)
         for cmd in (
-            ["req", "-x509", *_EC, "-keyout", "ca-key.pem", "-out", "ca.pem", "-days", str(days), "-subj", "/CN=dsort deployment CA"],
+            [
+                "req",
+                "-x509",
+                *_EC,
+                "-keyout",
+                "ca-key.pem",
+                "-out",
+                "ca.pem",
+                "-days",
+                str(days),
+                "-subj",
+                "/CN=dsort deployment CA",
+            ],
             ["req", *_EC, "-keyout", "key.pem", "-out", "cert.csr", "-subj", "/CN=dsort"],
             [
                 "x509",
@@ -71,7 +93,10 @@ def make(directory, *, days: int = 365, overwrite: bool = False) -> list[Path]:
         ):
             done = subprocess.run([openssl, *cmd], cwd=tmp, capture_output=True, text=True)
             if done.returncode:
-                raise InputError(f"openssl {cmd[0]} failed: {(done.stderr.strip().splitlines() or ['no message'])[-1]}")
+                raise InputError(
+                    f"openssl {cmd[0]} failed: "
+                    f"{(done.stderr.strip().splitlines() or ['no message'])[-1]}"
+                )
         for name, p in zip(FILES, paths):
             os.chmod(tmp / name, 0o600 if name == "key.pem" else 0o644)
             os.replace(tmp / name, p)
@@ -95,13 +120,18 @@ def security(value=None, *, tls_ca_file=None, tls_cert=None, tls_key=None):
     if value is not None:
         d = Path(value)
         if not d.is_dir():
-            raise InputError(f"security={value!r}: give a distributed Security or a directory made by dsort tls")
+            raise InputError(
+                f"security={value!r}: give a distributed Security or a directory made by dsort tls"
+            )
         tls_ca_file, tls_cert, tls_key = (d / name for name in FILES)
     given = {"--tls-ca-file": tls_ca_file, "--tls-cert": tls_cert, "--tls-key": tls_key}
     if not any(given.values()):
         return None
     if not (tls_ca_file and tls_cert):
-        raise InputError("TLS needs --tls-ca-file (the deployment's CA) and --tls-cert (with --tls-key unless the key is in it)")
+        raise InputError(
+            "TLS needs --tls-ca-file (the deployment's CA) and --tls-cert (with --tls-key unless "
+            "the key is in it)"
+        )
     for option, path in given.items():
         if path and not os.path.isfile(path):
             raise InputError(f"{option} {path}: no such file")

@@ -35,26 +35,61 @@ from . import stores
 from .graph import check_options, sort_graph
 
 
-def sort(x, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"):
+def sort(
+    x,
+    *,
+    descending=False,
+    na_position="last",
+    strategy="auto",
+    device=None,
+    local_directory=None,
+    memory_limit="auto",
+):
     """Stable sort of dask array ``x`` (1-D, or 2-D ``uint8`` byte rows)."""
     x = _check_keys(x)
     opts = _options(x, None, na_position, strategy, device, local_directory, memory_limit)
-    ((graph, name),) = sort_graph(x, descending=descending, na_position=na_position, device=device, **opts)
+    ((graph, name),) = sort_graph(
+        x, descending=descending, na_position=na_position, device=device, **opts
+    )
     return da.Array(graph, name, x.chunks, meta=x._meta)
 
 
-def argsort(x, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"):
+def argsort(
+    x,
+    *,
+    descending=False,
+    na_position="last",
+    strategy="auto",
+    device=None,
+    local_directory=None,
+    memory_limit="auto",
+):
     """int64 positions into ``x`` that sort it stably: ``x[argsort(x)]`` equals ``sort(x)``."""
     x = _check_keys(x)
-    opts = _options(x, np.dtype(np.int64), na_position, strategy, device, local_directory, memory_limit)
-    _, (graph, name) = sort_graph(x, positions=True, descending=descending, na_position=na_position, device=device, **opts)
-    return da.Array(graph, name, (x.chunks[0],), meta=meta_from_array(x._meta, ndim=1, dtype=np.int64))
+    opts = _options(
+        x, np.dtype(np.int64), na_position, strategy, device, local_directory, memory_limit
+    )
+    _, (graph, name) = sort_graph(
+        x, positions=True, descending=descending, na_position=na_position, device=device, **opts
+    )
+    return da.Array(
+        graph, name, (x.chunks[0],), meta=meta_from_array(x._meta, ndim=1, dtype=np.int64)
+    )
 
 
 def sort_by_key(
-    keys, values, *, descending=False, na_position="last", strategy="auto", device=None, local_directory=None, memory_limit="auto"
+    keys,
+    values,
+    *,
+    descending=False,
+    na_position="last",
+    strategy="auto",
+    device=None,
+    local_directory=None,
+    memory_limit="auto",
 ):
-    """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys, values_in_key_order)``.
+    """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys,
+    values_in_key_order)``.
 
     ``values`` is a dask array with one row per key (any dtype, trailing dimensions allowed, e.g.
     ``(n, 90)`` uint8 payloads); it is rechunked to the keys' chunks when they differ.
@@ -62,7 +97,9 @@ def sort_by_key(
     keys = _check_keys(keys)
     values = _check_values(keys, values)
     opts = _options(keys, values, na_position, strategy, device, local_directory, memory_limit)
-    (kg, kname), (vg, vname) = sort_graph(keys, values, descending=descending, na_position=na_position, device=device, **opts)
+    (kg, kname), (vg, vname) = sort_graph(
+        keys, values, descending=descending, na_position=na_position, device=device, **opts
+    )
     out_values = da.Array(vg, vname, (keys.chunks[0],) + values.chunks[1:], meta=values._meta)
     return da.Array(kg, kname, keys.chunks, meta=keys._meta), out_values
 
@@ -80,7 +117,11 @@ def _options(keys, values, na_position, strategy, device, local_directory, memor
     if strategy == "auto" and on_gpus and stores.gpu_workers_of_one_host():
         strategy = "external"
     if strategy == "auto" and isinstance(keys._meta, np.ndarray):
-        nbytes = keys.nbytes + (values.itemsize * len(keys) if isinstance(values, np.dtype) else getattr(values, "nbytes", 0))
+        nbytes = keys.nbytes + (
+            values.itemsize * len(keys)
+            if isinstance(values, np.dtype)
+            else getattr(values, "nbytes", 0)
+        )
         if nbytes > memory // 4:
             strategy = "external"
     budget = run_memory(memory_limit) if strategy == "external" else 0
@@ -116,7 +157,9 @@ def _known_sizes(x):
 
 def _check_keys(x):
     if not isinstance(x, da.Array):
-        raise TypeError(f"dsort sorts dask arrays, got {type(x).__name__}; wrap it with dask.array.from_array")
+        raise TypeError(
+            f"dsort sorts dask arrays, got {type(x).__name__}; wrap it with dask.array.from_array"
+        )
     _chunk_type(x, "keys")
     if x.ndim == 2 and x.dtype == np.uint8:
         if x.shape[1] == 0:
@@ -126,7 +169,10 @@ def _check_keys(x):
     elif x.ndim == 1:
         K.check_dtype(x.dtype)
     else:
-        raise ValueError(f"keys must be a 1-D dask array (or 2-D uint8 byte rows), got shape {x.shape} of {x.dtype}")
+        raise ValueError(
+            f"keys must be a 1-D dask array (or 2-D uint8 byte rows), got shape {x.shape} of "
+            f"{x.dtype}"
+        )
     return _known_sizes(x)
 
 
@@ -139,7 +185,10 @@ def _check_values(keys, values):
         raise TypeError("keys and values must have the same chunk type (both NumPy or both CuPy)")
     values = _known_sizes(values)
     if values.shape[0] != keys.shape[0]:
-        raise ValueError(f"values must have one row per key: {keys.shape[0]} keys, values of shape {values.shape}")
+        raise ValueError(
+            f"values must have one row per key: {keys.shape[0]} keys, values of shape "
+            f"{values.shape}"
+        )
     if values.chunks[0] != keys.chunks[0] or any(len(c) > 1 for c in values.chunks[1:]):
         values = values.rechunk((keys.chunks[0],) + tuple(-1 for _ in values.shape[1:]))
     return values

@@ -3,9 +3,9 @@
 Importing this module registers the defaults of ``dsort/dsort.yaml`` (which documents every key)
 with ``dask.config.update_defaults``, as dask's own subprojects do; values set in dask's YAML
 files, ``DASK_DSORT__*`` environment variables or ``dask.config.set`` take precedence. The dask
-front end (:mod:`dsort.collections.graph`, :mod:`dsort.service`, :mod:`dsort.cluster`) imports it; ``import
-dsort`` does not, so the engines stay usable without dask. Sizes a user gives (memory limits, as
-dask and dask-cuda take them) are parsed here too: :func:`parse_size`.
+front end (:mod:`dsort.collections.graph`, :mod:`dsort.service`, :mod:`dsort.cluster`) imports it;
+``import dsort`` does not, so the engines stay usable without dask. Sizes a user gives (memory
+limits, as dask and dask-cuda take them) are parsed here too: :func:`parse_size`.
 """
 
 from __future__ import annotations
@@ -55,7 +55,9 @@ def parse_size(value, whole: int | None = None, what: str = "size") -> int | Non
             try:
                 nbytes = int(parse_bytes(text))
             except (ValueError, TypeError):
-                raise LimitError(f"{what} {value!r} is not a size (e.g. 2GB, 512MiB, or a fraction like 0.5)") from None
+                raise LimitError(
+                    f"{what} {value!r} is not a size (e.g. 2GB, 512MiB, or a fraction like 0.5)"
+                ) from None
             if nbytes <= 0:  # parse_bytes takes "-2GB"
                 raise LimitError(f"{what} {value!r} must be a positive number of bytes") from None
             return nbytes
@@ -63,7 +65,10 @@ def parse_size(value, whole: int | None = None, what: str = "size") -> int | Non
     if 0 < value <= 1 and whole:
         return int(value * whole)
     if value <= 0 or (0 < value < 1):
-        raise LimitError(f"{what} {value!r} must be a positive number of bytes" + (" or a fraction of memory" if whole else ""))
+        raise LimitError(
+            f"{what} {value!r} must be a positive number of bytes"
+            + (" or a fraction of memory" if whole else "")
+        )
     return int(value)
 
 
@@ -72,7 +77,11 @@ def size_or_share(value, what: str = "size") -> int | float | None:
     bytes (an int), or a share ``0 < x <= 1`` of that whole (a float: ``1`` is all of it, as
     dask-cuda reads its memory limits); None for None/"auto"."""
     try:
-        number = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else None
+        number = (
+            float(value)
+            if isinstance(value, (int, float, str)) and not isinstance(value, bool)
+            else None
+        )
     except ValueError:
         number = None
     if number is not None and 0 < number <= 1:

@@ -12,16 +12,18 @@ How (the same three steps as for arrays, on the rows' keys): each partition's ``
 encoded as fixed-width byte keys whose ``memcmp`` order is the wanted order (one column of NumPy
 numbers sorted on the host: as one ``uint64`` word per row; :mod:`dsort.core.frame_keys`) and the
 partition is sorted by them; the exact cuts of every output
-partition come from samples and windows of the keys (:mod:`dsort.core.plan`); each output partition takes
-its slice of every sorted partition and merges them by their keys (:mod:`dsort.core.frame_chunk`). Only
-the slices travel, once. Building the result runs nothing: the input is read once, during
-``compute``; unsupported key types and wrong arguments fail at the call, from the frame's meta.
+partition come from samples and windows of the keys (:mod:`dsort.core.plan`); each output partition
+takes its slice of every sorted partition and merges them by their keys
+(:mod:`dsort.core.frame_chunk`). Only the slices travel, once. Building the result runs nothing: the
+input is read once, during ``compute``; unsupported key types and wrong arguments fail at the call,
+from the frame's meta.
 
-Graph phases (task groups on the dashboard, :mod:`dsort.collections.tasks`): ``dsort-sort`` (one per input
-partition), ``dsort-info`` (a part's size and regular sample), ``dsort-plan`` (with the windows
-around every cut), ``dsort-window``, ``dsort-cuts`` (small), ``dsort-slice`` (one per input and output partition; it runs where the
-sorted partition lives), ``dsort-sliced`` (one per input partition: all its slices made),
-``dsort-merge`` (one per output partition, after every ``dsort-sliced``).
+Graph phases (task groups on the dashboard, :mod:`dsort.collections.tasks`): ``dsort-sort`` (one per
+input partition), ``dsort-info`` (a part's size and regular sample), ``dsort-plan`` (with the
+windows around every cut), ``dsort-window``, ``dsort-cuts`` (small), ``dsort-slice`` (one per input
+and output partition; it runs where the sorted partition lives), ``dsort-sliced`` (one per input
+partition: all its slices made), ``dsort-merge`` (one per output partition, after every
+``dsort-sliced``).
 
 Frames bigger than memory: ``strategy="external"`` (:func:`sort_values_external`).
 """
@@ -131,14 +133,32 @@ def sort_values(
     (then none of those three)."""
     from .config import Limits
 
-    words = dict(local_directory=local_directory, memory_limit=memory_limit, device_memory_limit=device_memory_limit)
+    words = dict(
+        local_directory=local_directory,
+        memory_limit=memory_limit,
+        device_memory_limit=device_memory_limit,
+    )
     limits = Limits.of(limits, **words)
     if sort_function is not None or sort_function_kwargs is not None:
         out = sort_values(
-            df, by, ascending=ascending, na_position=na_position, npartitions=npartitions, ignore_index=ignore_index,
-            divisions=divisions, strategy=strategy, device=device, widths=widths, limits=limits,
-        )  # fmt: skip
-        kwargs = dict(by=by if isinstance(by, list) else [by], ascending=ascending, na_position=na_position, ignore_index=ignore_index)
+            df,
+            by,
+            ascending=ascending,
+            na_position=na_position,
+            npartitions=npartitions,
+            ignore_index=ignore_index,
+            divisions=divisions,
+            strategy=strategy,
+            device=device,
+            widths=widths,
+            limits=limits,
+        )
+        kwargs = dict(
+            by=by if isinstance(by, list) else [by],
+            ascending=ascending,
+            na_position=na_position,
+            ignore_index=ignore_index,
+        )
         if sort_function is None:
             sort_function, kwargs["kind"] = _sort_part, "stable"
         kwargs.update(sort_function_kwargs or {})
@@ -149,10 +169,16 @@ def sort_values(
         device = "gpu"
     if strategy == "auto":
         strategy = choose_strategy(df.npartitions, parts, divisions, device)
-        if strategy == "external" and on_gpu_frame(df) and limits.device_memory_limit is None and RowCodec.of(pandas_meta(df)) is None:
-            # columns the GPU-resident runs cannot hold (strings, categoricals, decimals): the external sort
-            # would write its rows to files; in memory (spilled by dask-cuda where it must) was 3.5x faster
-            # at 2^24 rows with a string column (BENCHMARKS.md), so that is the default without a GPU limit
+        if (
+            strategy == "external"
+            and on_gpu_frame(df)
+            and limits.device_memory_limit is None
+            and RowCodec.of(pandas_meta(df)) is None
+        ):
+            # columns the GPU-resident runs cannot hold (strings, categoricals, decimals): the
+            # external sort would write its rows to files; in memory (spilled by dask-cuda where it
+            # must) was 3.5x faster at 2^24 rows with a string column (BENCHMARKS.md), so that is
+            # the default without a GPU limit
             strategy = "memory"
     if strategy == "external":
         if divisions:
@@ -173,19 +199,31 @@ def sort_values(
         rows, p = g.persist_cuts()
         sizes = [n for n in p.out_sizes if n] or [0]  # balanced: any empty outputs come last
         groups = [(a, min(b, len(sizes))) for a, b in g.groups if a < len(sizes)]
-        return g.collection(positional_divisions(sizes), (rows[: len(groups) + 1], tuple(sizes), groups))
+        return g.collection(
+            positional_divisions(sizes), (rows[: len(groups) + 1], tuple(sizes), groups)
+        )
     return g.collection()
 
 
 def sort_series(
-    s, *, ascending=True, na_position="last", npartitions=None, ignore_index=False, divisions=False, strategy="auto", device=None, **options
+    s,
+    *,
+    ascending=True,
+    na_position="last",
+    npartitions=None,
+    ignore_index=False,
+    divisions=False,
+    strategy="auto",
+    device=None,
+    **options,
 ):
     """A dask series sorted by its values, as pandas' ``Series.sort_values(kind="stable")``: index
     labels kept (or positions with ``ignore_index``; known positional divisions with
     ``divisions=True``), the name kept; a dask-cudf series stays one. The other options are
     :func:`sort_values`'s."""
     meta = getattr(s, "_meta", None)
-    if not (isinstance(meta, pd.Series) or (on_gpu_frame(s) and type(meta).__name__ == "Series")):  # pandas' or cudf's
+    # pandas' or cudf's
+    if not (isinstance(meta, pd.Series) or (on_gpu_frame(s) and type(meta).__name__ == "Series")):
         raise TypeError(
             f"sort_series sorts dask Series; this is a {type(s).__name__}"
             + (" (sort_values sorts frames)" if hasattr(s, "columns") else "")
@@ -227,17 +265,17 @@ def sort_values_external(
 ):
     """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
     is sorted by its encoded keys into a run (its rows pickled in blocks in a file under
-    ``local_directory``, its keys in the run store, in memory up to ``memory_limit``), the exact cuts
-    of every output partition come from the keys alone, and each output partition reads its slices
-    of the runs and merges them (:mod:`dsort.collections.frame_runs`, :mod:`dsort.collections.fixed_frames`), so
-    ``sort_values_external(df, ...).to_parquet(path)`` never holds the frame. ``npartitions``
-    output partitions (default: the input's), balanced to within one row; the runs are removed once
-    every output partition is made. Lazy, as the in-memory sort. Sorted on GPUs (``device="gpu"``
-    or a dask-cudf frame), a frame of fixed-width columns keeps its runs on the GPUs, up to
-    ``dsort.runs.shared-gpu-fraction`` of each one's memory and ``device_memory_limit`` of each
-    worker's runs (bytes, a size such as ``"4GB"``, or a share of its GPU such as ``0.25``, as
-    dask-cuda's limit of the same name); beyond them runs go to host memory (within
-    ``memory_limit``, one process) and then files. ``limits``: those three as one
+    ``local_directory``, its keys in the run store, in memory up to ``memory_limit``), the exact
+    cuts of every output partition come from the keys alone, and each output partition reads its
+    slices of the runs and merges them (:mod:`dsort.collections.frame_runs`,
+    :mod:`dsort.collections.fixed_frames`), so ``sort_values_external(df, ...).to_parquet(path)``
+    never holds the frame. ``npartitions`` output partitions (default: the input's), balanced to
+    within one row; the runs are removed once every output partition is made. Lazy, as the in-memory
+    sort. Sorted on GPUs (``device="gpu"`` or a dask-cudf frame), a frame of fixed-width columns
+    keeps its runs on the GPUs, up to ``dsort.runs.shared-gpu-fraction`` of each one's memory and
+    ``device_memory_limit`` of each worker's runs (bytes, a size such as ``"4GB"``, or a share of
+    its GPU such as ``0.25``, as dask-cuda's limit of the same name); beyond them runs go to host
+    memory (within ``memory_limit``, one process) and then files. ``limits``: those three as one
     :class:`~dsort.collections.config.Limits`."""
     from dask.base import tokenize
 
@@ -246,18 +284,26 @@ def sort_values_external(
     from .array import run_memory
     from .passes import merge_tasks
 
-    lim = config.Limits.of(limits, local_directory=local_directory, memory_limit=memory_limit, device_memory_limit=device_memory_limit)
+    lim = config.Limits.of(
+        limits,
+        local_directory=local_directory,
+        memory_limit=memory_limit,
+        device_memory_limit=device_memory_limit,
+    )
     local_directory = lim.local_directory
     spec = key_spec(df, by, ascending, na_position, "external", device)
     budget = run_memory(lim.memory_limit)
-    gpu_budget = config.size_or_share(lim.device_memory_limit, "device_memory_limit")  # a share: of each worker's GPU
+    # a share: of each worker's GPU
+    gpu_budget = config.size_or_share(lim.device_memory_limit, "device_memory_limit")
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
     owners, on_gpus = scale.partition_workers(df), device == "gpu" or on_gpu_frame(df)
     runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners, gpu=on_gpus)
     # as many merges as runs where they do not follow the workers: runs cut where the owner changes
     # cost each merge a slice more, a merge more would cost one more of every run
-    groups = scale.merge_groups(partitions, len(scale.frame_runs(df.npartitions, external=True, gpu=on_gpus)))
+    groups = scale.merge_groups(
+        partitions, len(scale.frame_runs(df.npartitions, external=True, gpu=on_gpus))
+    )
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
     gpu_frame, meta = on_gpu_frame(df), pandas_meta(df)
@@ -265,45 +311,103 @@ def sort_values_external(
     # a cudf frame's rows carry their columns' nulls; one of other columns (strings, categoricals,
     # decimals, pandas' nullable dtypes) takes the general path below, its rows gathered by cudf
     codec = RowCodec.of(meta, nulls=gpu_frame)
-    # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group as runs
+    # more runs than one merge pass takes: a first pass over groups of them, as many ranges a group
+    # as runs
     passes = plan.pass_groups(len(runs_at), int(config.get("file-sort.max-runs")))
-    first = dict(groups=passes, group_ranges=tuple((0,) * (b - a) for a, b in passes), first_piece=len(runs_at))
+    first = dict(
+        groups=passes,
+        group_ranges=tuple((0,) * (b - a) for a, b in passes),
+        first_piece=len(runs_at),
+    )
     if codec is not None:  # fixed-width columns: rows in the run store, no pickling
         key_bytes = spec.width((0,) * len(spec.by))
         layout = R.Layout(key_bytes + codec.row_bytes, key_bytes)
         gpu = device == "gpu" or gpu_frame
-        store = stores.store_config(tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget)
-        chunks = T.Chunks.of(df.__dask_keys__())  # a lost run is made again from them (remote.FromGraph)
-        job = fixed_frames.FixedFrameJob(
-            spec, codec, partitions, layout=layout, spacing=spacing, store=store, ignore_index=ignore_index, gpu=gpu,
-            cudf=gpu_frame, starts=starts, inputs=None if chunks is None else (chunks, tuple(runs_at)), **first
-        )  # fmt: skip
-        run, cuts, merge, extra, functions = fixed_frames.fixed_run, fixed_frames.fixed_cuts, fixed_frames.fixed_merge, (), None
-    else:
-        store = stores.store_config(tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget)
-        job = frame_runs.FrameJob(
-            spec, widths, partitions, spacing=spacing, store=store, ignore_index=ignore_index, device=device, starts=starts, **first
+        store = stores.store_config(
+            tok, layout.row_bytes, local_directory, budget, gpu=gpu, gpu_budget=gpu_budget
         )
-        run, cuts, merge, extra = frame_runs.frame_run, frame_runs.frame_cuts, frame_runs.frame_merge, (df._meta,)
-        functions = frame_runs.frame_group_cuts, frame_runs.frame_group_merge, frame_runs.frame_chain
+        # a lost run is made again from them (remote.FromGraph)
+        chunks = T.Chunks.of(df.__dask_keys__())
+        job = fixed_frames.FixedFrameJob(
+            spec,
+            codec,
+            partitions,
+            layout=layout,
+            spacing=spacing,
+            store=store,
+            ignore_index=ignore_index,
+            gpu=gpu,
+            cudf=gpu_frame,
+            starts=starts,
+            inputs=None if chunks is None else (chunks, tuple(runs_at)),
+            **first,
+        )
+        run, cuts, merge, extra, functions = (
+            fixed_frames.fixed_run,
+            fixed_frames.fixed_cuts,
+            fixed_frames.fixed_merge,
+            (),
+            None,
+        )
+    else:
+        store = stores.store_config(
+            tok, spec.width(widths or (1,) * len(spec.by)), local_directory, budget
+        )
+        job = frame_runs.FrameJob(
+            spec,
+            widths,
+            partitions,
+            spacing=spacing,
+            store=store,
+            ignore_index=ignore_index,
+            device=device,
+            starts=starts,
+            **first,
+        )
+        run, cuts, merge, extra = (
+            frame_runs.frame_run,
+            frame_runs.frame_cuts,
+            frame_runs.frame_merge,
+            (df._meta,),
+        )
+        functions = (
+            frame_runs.frame_group_cuts,
+            frame_runs.frame_group_merge,
+            frame_runs.frame_chain,
+        )
     dsk = {}
-    inputs = wired_inputs(dsk, df, tok) if codec is None else df.__dask_keys__()  # fixed-width frames have no object columns
+    # fixed-width frames have no object columns
+    inputs = wired_inputs(dsk, df, tok) if codec is None else df.__dask_keys__()
     runs = [(T.name(T.RUN, tok), g) for g in range(len(runs_at))]
     for key, (a, b) in zip(runs, runs_at):
         dsk[key] = T.task(key, run, job, key[1], *[T.ref(k) for k in inputs[a:b]])
 
-    def wired(g):  # a group of several outputs: its frame wired for the output pieces that other workers may take
-        return (frame_chunk.wired_result,) if codec is None and groups[g][1] - groups[g][0] > 1 else ()
+    # a group of several outputs: its frame wired for the output pieces that other workers may take
+    def wired(g):
+        return (
+            (frame_chunk.wired_result,) if codec is None and groups[g][1] - groups[g][0] > 1 else ()
+        )
 
     # the merges beside the first pass's pieces, or spread over the workers that hold the runs
     # (evenly however the input lies)
     run_owners = [owners[a] for a, _ in runs_at] if owners else None
     cut, merges, _, _ = merge_tasks(
-        dsk, job, tok, runs, cuts, merge, len(groups), owners=run_owners, first=functions, extra=extra, wrap=wired
+        dsk,
+        job,
+        tok,
+        runs,
+        cuts,
+        merge,
+        len(groups),
+        owners=run_owners,
+        first=functions,
+        extra=extra,
+        wrap=wired,
     )
     sizes = T.name(T.SIZES, tok)
     dsk[sizes] = T.task(sizes, frame_runs.output_sizes, job, T.ref(cut))
-    piece = fixed_frames.nth if codec is not None else frame_chunk.piece  # fixed-width rows: a group's outputs made apart
+    # fixed-width rows: a group's outputs made apart
+    piece = fixed_frames.nth if codec is not None else frame_chunk.piece
     outputs = output_pieces(dsk, tok, merges, groups, T.ref(sizes), piece)
     return as_collection(df, dsk, df._meta, None, outputs, tok, ignore_index)
 

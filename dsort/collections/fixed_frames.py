@@ -36,10 +36,12 @@ class FixedFrameJob(remote.FromGraph):
     partitions: int
     ignore_index: bool = False
     gpu: bool = False
-    cudf: bool = False  # cudf partitions (a dask-cudf frame): their columns read and the outputs made on the GPU
+    # cudf partitions (a dask-cudf frame): their columns read and the outputs made on the GPU
+    cudf: bool = False
     starts: tuple = (0,)  # the first output of every merge group
     first_piece: int = 0
-    inputs: tuple | None = None  # (the input partitions' Chunks, ((first partition, end partition) of each run))
+    # (the input partitions' Chunks, ((first partition, end partition) of each run))
+    inputs: tuple | None = None
 
     def gpu_for(self, t: int):
         return device_here() if self.gpu else None
@@ -59,7 +61,8 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
     rows are made on the device (no host pass over the rows)."""
     watch = F.Stopwatch()
     if job.gpu:
-        with F.on_stream(device_here()):  # this thread's own stream: the worker's threads overlap on the GPU
+        # this thread's own stream: the worker's threads overlap on the GPU
+        with F.on_stream(device_here()):
             rows = _device_rows(job, parts, watch)
             run = F.sort_and_keep(job, p, rows, watch, device_here())
         remote.report_stages("run", watch)
@@ -68,8 +71,11 @@ def fixed_run(job: FixedFrameJob, p: int, *parts) -> R.Run:
     keys, _ = job.spec.encode(part)
     rows = np.empty((len(part), job.layout.row_bytes), np.uint8)
     kb = job.layout.key_bytes
-    key = np.dtype({"names": ["key"], "formats": [f"V{kb}"], "offsets": [0], "itemsize": job.layout.row_bytes})
-    rows.reshape(-1).view(key)["key"] = np.ascontiguousarray(keys).reshape(-1).view(f"V{kb}")  # each key as one element
+    key = np.dtype(
+        {"names": ["key"], "formats": [f"V{kb}"], "offsets": [0], "itemsize": job.layout.row_bytes}
+    )
+    # each key as one element
+    rows.reshape(-1).view(key)["key"] = np.ascontiguousarray(keys).reshape(-1).view(f"V{kb}")
     job.codec.encode(part, rows, kb)
     watch.lap("encode")
     run = F.sort_and_keep(job, p, rows, watch)
@@ -87,24 +93,36 @@ def _device_rows(job: FixedFrameJob, parts, watch: F.Stopwatch):
     from ..core.frame_keys import write_number_keys
 
     kinds = [np.dtype(d).kind for d in job.codec.dtypes]
-    if job.cudf:  # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this thread's then waits for
+    # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this
+    # thread's then waits for
+    if job.cudf:
         each = [dev.after_default_stream(job.codec.gpu_columns, part) for part in parts]
         columns = each[0] if len(each) == 1 else [cupy.concatenate(c) for c in zip(*each)]
-    else:  # host columns: each column of all the parts copied at once; CuPy has no datetimes; a range index is made there
+    # host columns: each column of all the parts copied at once; CuPy has no datetimes; a range
+    # index is made there
+    else:
         made = all(_range_index_made(job, part) for part in parts)
         each = [job.codec.columns(part, index=not made) for part in parts]
         columns = [
-            chunk.joined_on_gpu([c[i].view(np.int64) if k in "mM" else c[i] for c in each]) for i, k in enumerate(kinds[: len(each[0])])
+            chunk.joined_on_gpu([c[i].view(np.int64) if k in "mM" else c[i] for c in each])
+            for i, k in enumerate(kinds[: len(each[0])])
         ]
         if made and len(columns) < len(kinds):
-            ranges = [cupy.arange(p.index.start, p.index.stop, p.index.step, dtype=job.codec.dtypes[-1]) for p in parts]
+            ranges = [
+                cupy.arange(p.index.start, p.index.stop, p.index.step, dtype=job.codec.dtypes[-1])
+                for p in parts
+            ]
             columns.append(ranges[0] if len(ranges) == 1 else cupy.concatenate(ranges))
     watch.lap("copy in")
     names = list(parts[0].columns)
-    keys = [names.index(c) if c in names else len(columns) - 1 for c in job.spec.by]  # else: the index (last), by its name
+    # else: the index (last), by its name
+    keys = [names.index(c) if c in names else len(columns) - 1 for c in job.spec.by]
     rows = cupy.empty((len(columns[-1]), job.layout.row_bytes), cupy.uint8)
-    gone = [job.codec.missing(columns, i) if i < job.codec.width else None for i in keys]  # the index has no nulls
-    write_number_keys(job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys], gone)
+    # the index has no nulls
+    gone = [job.codec.missing(columns, i) if i < job.codec.width else None for i in keys]
+    write_number_keys(
+        job.spec, [columns[i] for i in keys], rows, cupy, [kinds[i] for i in keys], gone
+    )
     job.codec.place(columns, rows, job.layout.key_bytes)
     F.sync(device_here())
     watch.lap("encode")
@@ -127,7 +145,8 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     a tuple of them where it has several (:func:`nth`), else the one frame."""
     gpu = device_here() if job.gpu else None
     watch = F.Stopwatch()
-    with F.on_stream(gpu), host.pooled():  # as fixed_run; the host arrays from the worker's pool (dsort.engine.host)
+    # as fixed_run; the host arrays from the worker's pool (dsort.engine.host)
+    with F.on_stream(gpu), host.pooled():
         merged = F.merge_rows(job, cut, t, watch, gpu)
         rows = merged[1] if merged is not None else None
         sizes = _group_sizes(job, cut, t)
@@ -145,7 +164,9 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
 
 def _group_sizes(job: FixedFrameJob, cut, t: int) -> tuple:
     """The rows of merge group ``t``'s output partitions."""
-    return output_sizes(job, cut)[job.starts[t] : job.starts[t + 1] if t + 1 < len(job.starts) else job.partitions]
+    return output_sizes(job, cut)[
+        job.starts[t] : job.starts[t + 1] if t + 1 < len(job.starts) else job.partitions
+    ]
 
 
 def _bounds(sizes) -> list:

@@ -19,11 +19,20 @@ class Graph:
     the plan and the cuts at once; the slices, merges and output pieces by :meth:`collection`.
 
     Consecutive partitions are sorted together into runs and consecutive outputs merged
-    together (:mod:`dsort.collections.scale`), so the tasks are O(partitions + outputs) and the slices runs x
-    merge groups. ``every_output``: the cuts are found at every output's start (:func:`set_index`
-    snaps each), not only where the merge groups meet."""
+    together (:mod:`dsort.collections.scale`), so the tasks are O(partitions + outputs) and the
+    slices runs x merge groups. ``every_output``: the cuts are found at every output's start
+    (:func:`set_index` snaps each), not only where the merge groups meet."""
 
-    def __init__(self, df, spec: KeySpec, partitions: int, ignore_index: bool, device, widths, every_output=False):
+    def __init__(
+        self,
+        df,
+        spec: KeySpec,
+        partitions: int,
+        ignore_index: bool,
+        device,
+        widths,
+        every_output=False,
+    ):
         from dask.base import tokenize
 
         from . import scale
@@ -32,19 +41,37 @@ class Graph:
         self.groups = scale.merge_groups(partitions, len(runs))
         starts = None if every_output else tuple(a for a, _ in self.groups)
         self.df, self.spec, self.ignore_index, self.device = df, spec, ignore_index, device
-        self.token = token = tokenize(df, spec, partitions, ignore_index, device, widths, runs, starts)
+        self.token = token = tokenize(
+            df, spec, partitions, ignore_index, device, widths, runs, starts
+        )
         self.dsk = {}
         inputs = wired_inputs(self.dsk, df, token)
         # words=True: keys as words where sort_part can (one column of NumPy numbers, on the host)
         sort = [
-            self._add((T.name(T.SORT, token), g), F.sort_part, [T.ref(k) for k in inputs[a:b]], spec, widths, device, True)
+            self._add(
+                (T.name(T.SORT, token), g),
+                F.sort_part,
+                [T.ref(k) for k in inputs[a:b]],
+                spec,
+                widths,
+                device,
+                True,
+            )
             for g, (a, b) in enumerate(runs)
         ]
         # each part's info carries its sample: the plan finds the windows at once
         cuts_at = partitions if every_output else len(self.groups)
-        info = [self._add((T.name(T.INFO, token), i), F.info, T.ref(s), cuts_at) for i, s in enumerate(sort)]
-        plan = self._add(T.name(T.PLAN, token), F.make_plan, spec, partitions, starts, *map(T.ref, info))
-        windows = [self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), i) for i, s in enumerate(sort)]
+        info = [
+            self._add((T.name(T.INFO, token), i), F.info, T.ref(s), cuts_at)
+            for i, s in enumerate(sort)
+        ]
+        plan = self._add(
+            T.name(T.PLAN, token), F.make_plan, spec, partitions, starts, *map(T.ref, info)
+        )
+        windows = [
+            self._add((T.name(T.WINDOW, token), i), F.window, spec, T.ref(s), T.ref(plan), i)
+            for i, s in enumerate(sort)
+        ]
         self.cuts = self._add(T.name(T.CUTS, token), F.cuts, T.ref(plan), *map(T.ref, windows))
         self.sorted, self.plan, self.partitions = sort, plan, partitions
 
@@ -79,18 +106,26 @@ class Graph:
         slices = T.name(T.SLICE, token)
         for g in range(len(groups)):
             for i, s in enumerate(self.sorted):
-                self._add((slices, g, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), g, i)
+                self._add(
+                    (slices, g, i), F.take, self.spec, T.ref(s), T.ref(self.plan), T.ref(cuts), g, i
+                )
         # Every part's slices are made before any merge starts: a worker (one thread, say) would
-        # otherwise run its own merges first, by dask's order, while another's merges wait for its slices.
+        # otherwise run its own merges first, by dask's order, while another's merges wait for its
+        # slices.
         ready = [
-            self._add((T.name(T.SLICED, token), i), F.sliced, *[T.ref((slices, g, i)) for g in range(len(groups))])
+            self._add(
+                (T.name(T.SLICED, token), i),
+                F.sliced,
+                *[T.ref((slices, g, i)) for g in range(len(groups))],
+            )
             for i in range(len(self.sorted))
         ]
         merges = []
         for g, (a, b) in enumerate(groups):
             pieces = [T.ref((slices, g, i)) for i in range(len(self.sorted))]
             ready_refs = list(map(T.ref, ready))
-            several = (F.wired_result, F.merge_after) if b - a > 1 else (F.merge_after,)  # its pieces may be taken elsewhere
+            # its pieces may be taken elsewhere
+            several = (F.wired_result, F.merge_after) if b - a > 1 else (F.merge_after,)
             merges.append(
                 self._add(
                     (T.name(T.MERGE, token), g),
@@ -105,7 +140,9 @@ class Graph:
                 )
             )
         outputs = output_pieces(self.dsk, token, merges, groups, sizes)
-        return as_collection(self.df, self.dsk, self.df._meta, divisions, outputs, token, self.ignore_index)
+        return as_collection(
+            self.df, self.dsk, self.df._meta, divisions, outputs, token, self.ignore_index
+        )
 
     def persist_cuts(self):
         """Run the sorts, the plan and the cuts now, and keep their results (persisted: in the
@@ -121,14 +158,22 @@ class Graph:
         return dask.compute(persisted[-1], persisted[-2])
 
     def lazy(self, name, func, *args) -> list:
-        """Keys of tasks ``func(sorted part, plan, its index, *args)``, one per sorted part (not run)."""
+        """Keys of tasks ``func(sorted part, plan, its index, *args)``, one per sorted part (not
+        run)."""
         name = T.name(T.CUTS, f"{name}-{self.token}")
-        return [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+        return [
+            self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args)
+            for i, s in enumerate(self.sorted)
+        ]
 
     def lazy_one(self, name, func, *args) -> tuple:
         """``(key of func(*args)'s first item, key of its second)``: a task of a pair (``args``:
         keys of this graph's tasks among them) and one task each for its items (not run)."""
-        key = self._add(T.name(T.CUTS, f"{name}-{self.token}"), func, *[T.ref(a) if a in self.dsk else a for a in args])
+        key = self._add(
+            T.name(T.CUTS, f"{name}-{self.token}"),
+            func,
+            *[T.ref(a) if a in self.dsk else a for a in args],
+        )
         first = self._add(T.name(T.CUTS, f"{name}-first-{self.token}"), _item, T.ref(key), 0)
         second = self._add(T.name(T.SIZES, f"{name}-{self.token}"), _item, T.ref(key), 1)
         return first, second
@@ -139,7 +184,10 @@ class Graph:
         from dask.delayed import Delayed
 
         name = T.name(T.CUTS, f"{name}-{self.token}")
-        keys = [self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args) for i, s in enumerate(self.sorted)]
+        keys = [
+            self._add((name, i), func, T.ref(s), T.ref(self.plan), i, *args)
+            for i, s in enumerate(self.sorted)
+        ]
         graph = self.graph()
         return dask.compute(*[Delayed(k, graph) for k in keys])
 
@@ -171,7 +219,8 @@ def wired_inputs(dsk: dict, df, token: str) -> list:
 
     keys = df.__dask_keys__()
     meta = getattr(df, "_meta", None)
-    if not isinstance(meta, pd.DataFrame) or not any(d == np.dtype(object) for d in meta.dtypes):  # pandas' object columns only
+    # pandas' object columns only
+    if not isinstance(meta, pd.DataFrame) or not any(d == np.dtype(object) for d in meta.dtypes):
         return keys
     layer = T.name(T.WIRE, token)
     how = carry if rows_travel() else wire

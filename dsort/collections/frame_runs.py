@@ -5,7 +5,8 @@ A partition's run is two things: its sorted rows in a file of pickled blocks of 
 :data:`BLOCK_ROWS` rows (pickle keeps every pandas dtype, the index and the column labels as they
 are; a slice reads only the blocks it overlaps), and its sort keys (fixed-width byte rows whose
 unsigned order is the wanted order) in the run store, where the cuts and merges find them as for
-arrays (:mod:`dsort.collections.external`). The graph is :func:`dsort.collections.passes.merge_tasks`'s.
+arrays (:mod:`dsort.collections.external`). The graph is
+:func:`dsort.collections.passes.merge_tasks`'s.
 """
 
 from __future__ import annotations
@@ -54,7 +55,11 @@ def frame_run(job: FrameJob, p: int, *parts) -> tuple:
     the object columns' values, which the cuts check across runs: :func:`frame_cuts`)."""
     s = FC.sort_part(list(parts), job.spec, job.widths, job.device)
     made = _write_rows(job, p, s.frame)
-    return R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy(), made=made), s.widths, s.kinds
+    return (
+        R.store(job.store).put(p, s.keys, sample=s.keys[:: job.spacing].copy(), made=made),
+        s.widths,
+        s.kinds,
+    )
 
 
 def _write_rows(job: FrameJob, p: int, frame) -> str:
@@ -68,7 +73,8 @@ def _write_rows(job: FrameJob, p: int, frame) -> str:
     offsets = [0]
     with open(R.store(job.store).file_for(p, made, "frame", ".pickles"), "wb") as f:
         for b in range(0, len(frame), block):
-            f.write(pickle.dumps(wire(frame.iloc[b : b + block]), protocol=5))  # arrays in object columns as Arrow
+            # arrays in object columns as Arrow
+            f.write(pickle.dumps(wire(frame.iloc[b : b + block]), protocol=5))
             offsets.append(f.tell())
         f.write(np.asarray(offsets, "<i8").tobytes())
         f.write(np.asarray([len(offsets), block], "<i8").tobytes())
@@ -104,10 +110,16 @@ def _read_rows(path: str, lo: int, hi: int):
 
 
 def _run_rows(job: FrameJob, run, lo: int, hi: int):
-    """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they span)."""
+    """Rows ``[lo, hi)`` of a run's sorted rows, or of a chain's (read from the pieces they
+    span)."""
     if not isinstance(run, R.Chain):
         return unwire(remote.read_where_it_is(run, _rows_path(job, run), _read_rows, lo, hi))
-    return FC.concat([unwire(remote.read_where_it_is(p, _rows_path(job, p), _read_rows, a, b)) for p, a, b in run.spans(lo, hi)])
+    return FC.concat(
+        [
+            unwire(remote.read_where_it_is(p, _rows_path(job, p), _read_rows, a, b))
+            for p, a, b in run.spans(lo, hi)
+        ]
+    )
 
 
 def frame_cuts(job: FrameJob, *made):
@@ -122,12 +134,22 @@ def frame_cuts(job: FrameJob, *made):
     runs = [r for r, _, _ in made]
     have = [w for _, w, _ in made]
     sizes = [r.rows for r in runs]
-    p = FC.Plan(tuple(sizes), common_widths(have), job.spacing, plan.balanced(sum(sizes), job.partitions), starts=job.starts)
+    p = FC.Plan(
+        tuple(sizes),
+        common_widths(have),
+        job.spacing,
+        plan.balanced(sum(sizes), job.partitions),
+        starts=job.starts,
+    )
     if len(runs) > 1 and len(p.targets):
         samples = [widen(job.spec, r.sample, w, p.widths) for r, w in zip(runs, have)]
         p = replace(p, windows=FC.bounds(p, *samples))
-        found = cuts.read_windows(R.store(job.store), None, runs, *p.windows)  # [t][q], each run's keys at its own widths
-        windows = [[widen(job.spec, found[t][q], have[q], p.widths) for t in range(len(p.targets))] for q in range(len(runs))]
+        # [t][q], each run's keys at its own widths
+        found = cuts.read_windows(R.store(job.store), None, runs, *p.windows)
+        windows = [
+            [widen(job.spec, found[t][q], have[q], p.widths) for t in range(len(p.targets))]
+            for q in range(len(runs))
+        ]
         cut = FC.cuts(p, *windows)
     else:
         cut = FC.cuts(p)
@@ -140,10 +162,15 @@ def _frame_slices(job: FrameJob, cut, t: int) -> list:
     from ..core.frame_keys import widen
 
     bounds, runs, have, want, _ = cut
-    pieces = [(q, run, int(bounds[t, q]), int(bounds[t + 1, q])) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+    pieces = [
+        (q, run, int(bounds[t, q]), int(bounds[t + 1, q]))
+        for q, run in enumerate(runs)
+        if bounds[t + 1, q] > bounds[t, q]
+    ]
     keys = R.store(job.store).read_many([(run, lo, hi) for _, run, lo, hi in pieces])
     return [
-        (_run_rows(job, run, lo, hi), widen(job.spec, np.ascontiguousarray(k), have[q], want)) for (q, run, lo, hi), k in zip(pieces, keys)
+        (_run_rows(job, run, lo, hi), widen(job.spec, np.ascontiguousarray(k), have[q], want))
+        for (q, run, lo, hi), k in zip(pieces, keys)
     ]
 
 
@@ -157,7 +184,8 @@ def frame_merge(job: FrameJob, cut, t: int, meta):
 # A frame's first merge pass (more runs than one pass takes): each group of runs is cut into as many
 # ranges as it has runs (frame_group_cuts), each range's slices merged into one piece of the group's
 # chain, its rows pickled as a run's are and its keys (at the group's common widths) kept in the run
-# store (frame_group_merge), and the chain handed on with those widths and the group's kinds (frame_chain).
+# store (frame_group_merge), and the chain handed on with those widths and the group's kinds
+# (frame_chain).
 
 
 def frame_group_cuts(job: FrameJob, g: int, made):
@@ -195,7 +223,13 @@ def frame_chain(job: FrameJob, g: int, results):
         a, b = job.groups[g]
         s.free(range(a, b))  # their rows' files too
     _, widths, kinds = results[0]
-    return R.Chain(job.store.job, g, tuple(r for r, _, _ in results), row_bytes=job.spec.width(widths)), widths, kinds
+    return (
+        R.Chain(
+            job.store.job, g, tuple(r for r, _, _ in results), row_bytes=job.spec.width(widths)
+        ),
+        widths,
+        kinds,
+    )
 
 
 def output_sizes(job, cut) -> tuple:

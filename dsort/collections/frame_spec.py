@@ -36,7 +36,8 @@ def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     meta = pandas_meta(df) if hasattr(df, "_meta") else None
     if not isinstance(meta, pd.DataFrame):
         kind = f"{type(df).__module__.split('.')[0]} {type(df).__name__}"
-        what = "a dask Series: use sort_series" if isinstance(meta, pd.Series) else f"a {kind}"  # a dask-cudf one too
+        # a dask-cudf one too
+        what = "a dask Series: use sort_series" if isinstance(meta, pd.Series) else f"a {kind}"
         raise UnsupportedType(f"dsort.dataframe sorts dask DataFrames; this is {what}")
     if strategy not in STRATEGIES:
         raise ValueError(f"strategy must be one of {STRATEGIES}, got {strategy!r}")
@@ -55,9 +56,14 @@ def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
 
 def output_partitions(df, npartitions) -> int:
     """The output partitions: ``npartitions`` (a whole number, at least 1) or the input's."""
-    if npartitions is None or npartitions == "auto":  # dask's "auto" (dask 2026.8's own sorts fail on it): the input's
+    # dask's "auto" (dask 2026.8's own sorts fail on it): the input's
+    if npartitions is None or npartitions == "auto":
         return df.npartitions
-    if isinstance(npartitions, bool) or not isinstance(npartitions, (int, np.integer)) or npartitions < 1:
+    if (
+        isinstance(npartitions, bool)
+        or not isinstance(npartitions, (int, np.integer))
+        or npartitions < 1
+    ):
         raise ValueError(f"npartitions must be a whole number of at least 1, got {npartitions!r}")
     return int(npartitions)
 
@@ -68,5 +74,12 @@ def check_categories(df, by, meta) -> None:
     from dask.dataframe.utils import has_known_categories
 
     for c in by:
-        if c in df.columns and isinstance(meta[c].dtype, pd.CategoricalDtype) and not has_known_categories(df[c]):
-            raise UnsupportedValue(f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() (dask) instead")
+        if (
+            c in df.columns
+            and isinstance(meta[c].dtype, pd.CategoricalDtype)
+            and not has_known_categories(df[c])
+        ):
+            raise UnsupportedValue(
+                f"column {c!r}: its categories are not known; sort by df[{c!r}].cat.as_known() "
+                "(dask) instead"
+            )

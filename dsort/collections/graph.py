@@ -3,7 +3,8 @@
 Phases, each a family of tasks named for it (the dashboard's task groups):
 
 ``dsort-sort``       one per run: a group of consecutive input chunks sorted together by its engine
-                     (:mod:`dsort.collections.scale`: about two runs per worker thread, whatever the chunks).
+                     (:mod:`dsort.collections.scale`: about two runs per worker thread, whatever the
+                     chunks).
 ``dsort-sample``     one per part: its run's regular sample (small, NumPy).
 ``dsort-bounds``     one per merge: windows around every cut, from all samples.
 ``dsort-window``     one per part: its keys inside the windows (small, NumPy).
@@ -11,7 +12,8 @@ Phases, each a family of tasks named for it (the dashboard's task groups):
 ``dsort-slice``      one per (merge group, part): the piece of the part that group of output chunks
                      takes; it runs where the part lives, so only that piece travels.
 ``dsort-merge``      one per group of consecutive output chunks: merges its pieces; each output
-                     chunk is then its rows of its group's merge (``dsort-sorted-keys``/``-values``).
+                     chunk is then its rows of its group's merge
+                     (``dsort-sorted-keys``/``-values``).
 
 Strategies: ``"multiway"`` runs one merge over all R runs (each merge group gathers its R pieces
 once and merges them on its own worker); ``"tree"`` runs ceil(log2 R) rounds of merges of run
@@ -96,7 +98,12 @@ class _Builder:
         for q, run in enumerate(runs):
             extra = (q,) if run_arg else ()
             keys = [(self.names[phase], *group, *out, q, c) for c in range(len(run.parts))]
-            refs.append([ref(self.add(k, func, ref(p), off, *args, *extra)) for k, p, off in zip(keys, run.parts, run.offsets)])
+            refs.append(
+                [
+                    ref(self.add(k, func, ref(p), off, *args, *extra))
+                    for k, p, off in zip(keys, run.parts, run.offsets)
+                ]
+            )
         return refs
 
     def local_sort(self, key_chunks, value_chunks, sizes, positions, groups):
@@ -106,7 +113,16 @@ class _Builder:
         for g, (a, b) in enumerate(groups):
             values = None if value_chunks[a] is None else [ref(v) for v in value_chunks[a:b]]
             keys = [ref(k) for k in key_chunks[a:b]]
-            key = self.add((self.names[T.SORT], g), chunk.local_sort, keys, values, starts[a], positions, *self.order, self.device)
+            key = self.add(
+                (self.names[T.SORT], g),
+                chunk.local_sort,
+                keys,
+                values,
+                starts[a],
+                positions,
+                *self.order,
+                self.device,
+            )
             runs.append(_Run([key], [int(sum(sizes[a:b]))]))
         return runs
 
@@ -118,8 +134,12 @@ class _Builder:
         rows = ref(self._splitters(runs, sizes, targets, group))
         parts = []
         for t in range(len(out_sizes)):
-            pieces = self.per_part(T.SLICE, group, runs, chunk.take, rows, t, out=(t,), run_arg=True)
-            parts.append(self.add((self.names[T.MERGE], *group, t), chunk.merge_runs, pieces, *self.order))
+            pieces = self.per_part(
+                T.SLICE, group, runs, chunk.take, rows, t, out=(t,), run_arg=True
+            )
+            parts.append(
+                self.add((self.names[T.MERGE], *group, t), chunk.merge_runs, pieces, *self.order)
+            )
         return _Run(parts, [int(n) for n in out_sizes])
 
     def _splitters(self, runs, sizes, targets, group):
@@ -128,7 +148,15 @@ class _Builder:
         bounds = (self.names[T.BOUNDS], *group)
         windows = ref(self.add(bounds, chunk.bounds, samples, sizes, spacing, targets, *self.order))
         wins = self.per_part(T.WINDOW, group, runs, chunk.window, windows, run_arg=True)
-        return self.add((self.names[T.SPLITTERS], *group), chunk.splitters, wins, windows, sizes, targets, *self.order)
+        return self.add(
+            (self.names[T.SPLITTERS], *group),
+            chunk.splitters,
+            wins,
+            windows,
+            sizes,
+            targets,
+            *self.order,
+        )
 
 
 def _first_keys(array):
@@ -158,7 +186,8 @@ def sort_graph(
     int64 positions of the elements. ``device="gpu"``: host chunks are sorted and merged on the
     workers' GPUs and the output chunks come back to host memory. ``strategy="external"`` (never
     chosen by ``"auto"`` here: the front end decides): the runs live in a run store of
-    ``host_budget`` bytes of memory, then files under ``local_directory`` (:mod:`dsort.collections.external`).
+    ``host_budget`` bytes of memory, then files under ``local_directory``
+    (:mod:`dsort.collections.external`).
 
     Returns ``[(graph, name), ...]``: the sorted keys, then the carried values if any; output
     chunk ``i`` is task ``(name, i, 0...)``, of the input's size. The graphs share their tasks.
@@ -169,14 +198,18 @@ def sort_graph(
         strategy = choose_strategy()
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     host = isinstance(keys._meta, np.ndarray)
-    groups = scale.array_runs(sizes, _row_bytes(keys, values, positions), gpu, strategy == "external", host)
+    groups = scale.array_runs(
+        sizes, _row_bytes(keys, values, positions), gpu, strategy == "external", host
+    )
     owners = None
     if strategy == "external":  # runs of chunks of one worker each
         ties_unseen = values is None and not positions and keys.dtype.kind in "biuV"
         owners = scale.partition_workers(keys, _first_keys(keys))
         groups = scale.runs_by_worker(sizes, groups, owners, ties_unseen)
     out_groups = scale.output_groups(sizes, len(groups))
-    token = tokenize(keys, values, positions, descending, na_position, strategy, device, groups, out_groups)
+    token = tokenize(
+        keys, values, positions, descending, na_position, strategy, device, groups, out_groups
+    )
     key_name = T.name(T.SORTED_KEYS, token)
     value_name = T.name(T.SORTED_VALUES, token) if (values is not None or positions) else None
     back_to_host = device == "gpu" and host  # output chunks: the input's type
@@ -187,9 +220,22 @@ def sort_graph(
         outputs.append((value_name, 1 if values is None else values.ndim, 1))
     if strategy == "external":
         job = _external_job(
-            keys, values, positions, sizes, groups, out_groups, descending, na_position, device, token, local_directory, host_budget
+            keys,
+            values,
+            positions,
+            sizes,
+            groups,
+            out_groups,
+            descending,
+            na_position,
+            device,
+            token,
+            local_directory,
+            host_budget,
         )
-        dsk, merges = external.graph(token, _first_keys(keys), value_chunks, sizes, groups, job, owners)
+        dsk, merges = external.graph(
+            token, _first_keys(keys), value_chunks, sizes, groups, job, owners
+        )
         dsk.update(external.output_tasks(merges, outputs, back_to_host, sizes, out_groups))
         return [_collection_graph(dsk, name, deps) for name, _, _ in outputs]
     b = _Builder(token, descending, na_position, device)
@@ -203,7 +249,10 @@ def sort_graph(
         while len(runs) > 1:
             pairs = list(zip(runs[::2], runs[1::2]))
             last = len(runs) == 2
-            merged = [b.merge([a, c], out if last else a.sizes + c.sizes, (level, i)) for i, (a, c) in enumerate(pairs)]
+            merged = [
+                b.merge([a, c], out if last else a.sizes + c.sizes, (level, i))
+                for i, (a, c) in enumerate(pairs)
+            ]
             runs = merged + runs[len(merged) * 2 :]
             level += 1
         if len(out) > 1 and runs[0].sizes != list(out):  # one run: cut into the merge groups
@@ -219,7 +268,8 @@ def sort_graph(
 
 def _collection_graph(dsk: dict, name: str, deps) -> tuple:
     """``(graph, name)`` of the output named ``name``: the tasks of ``dsk`` its chunks need
-    (:func:`dsort.collections.tasks.needed`; the keys and the values of one sort share the others)."""
+    (:func:`dsort.collections.tasks.needed`; the keys and the values of one sort share the
+    others)."""
     outputs = [k for k in dsk if isinstance(k, tuple) and k[0] == name]
     return HighLevelGraph.from_collections(name, T.needed(dsk, outputs), dependencies=deps), name
 
@@ -234,8 +284,22 @@ def _row_bytes(keys, values, positions) -> int:
     return width
 
 
-def _external_job(keys, values, positions, sizes, groups, out_groups, descending, na_position, device, token, local_directory, host_budget):
-    """The :class:`dsort.collections.external.ArrayJob` of a sort: rows are the key's bytes, then the value's."""
+def _external_job(
+    keys,
+    values,
+    positions,
+    sizes,
+    groups,
+    out_groups,
+    descending,
+    na_position,
+    device,
+    token,
+    local_directory,
+    host_budget,
+):
+    """The :class:`dsort.collections.external.ArrayJob` of a sort: rows are the key's bytes, then
+    the value's."""
     byte_rows = keys.ndim == 2
     key_bytes = keys.shape[1] if byte_rows else keys.dtype.itemsize
     if positions:
@@ -244,18 +308,27 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         value_dtype, value_shape = values.dtype, tuple(values.shape[1:])
     else:
         value_dtype, value_shape = None, ()
-    layout = R.Layout(_row_bytes(keys, values, positions), key_bytes, None if byte_rows else keys.dtype.str)
+    layout = R.Layout(
+        _row_bytes(keys, values, positions), key_bytes, None if byte_rows else keys.dtype.str
+    )
     gpu = device == "gpu" or not isinstance(keys._meta, np.ndarray)
     run_rows = [int(sum(sizes[i] for i in each)) for each in groups]
     range_rows = plan.group_sums(sizes, [a for a, _ in out_groups])
-    # more runs than one merge pass takes: a first pass merges groups of them, in ranges of a run's rows
+    # more runs than one merge pass takes: a first pass merges groups of them, in ranges of a run's
+    # rows
     passes = plan.pass_groups(len(run_rows), int(config.get("file-sort.max-runs")))
     group_ranges = tuple(plan.ranges(sum(run_rows[a:b]), max(run_rows)) for a, b in passes)
     spacing, chain_spacing = plan.pass_spacings(run_rows, len(range_rows), passes, group_ranges)
-    key_chunks, value_chunks = T.Chunks.of(_first_keys(keys)), None if values is None else T.Chunks.of(_first_keys(values))
+    key_chunks, value_chunks = (
+        T.Chunks.of(_first_keys(keys)),
+        None if values is None else T.Chunks.of(_first_keys(values)),
+    )
     starts = plan.offsets(sizes).tolist()
     # a lost run is made again from them
-    inputs = ((key_chunks, value_chunks), tuple((each, tuple(starts[i] for i in each)) for each in groups))
+    inputs = (
+        (key_chunks, value_chunks),
+        tuple((each, tuple(starts[i] for i in each)) for each in groups),
+    )
     return external.ArrayJob(
         layout=layout,
         range_rows=range_rows,
@@ -272,5 +345,7 @@ def _external_job(keys, values, positions, sizes, groups, out_groups, descending
         group_ranges=group_ranges,
         first_piece=len(run_rows),
         chain_spacing=chain_spacing,
-        inputs=None if key_chunks is None or (values is not None and value_chunks is None) else inputs,
+        inputs=None
+        if key_chunks is None or (values is not None and value_chunks is None)
+        else inputs,
     )

@@ -33,20 +33,20 @@ def set_index(
     upsample=None,
     partition_size=None,
 ):
-    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a dask
-    Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably), with
-    **known divisions from the exact cuts**: the cuts of partitions balanced by
-    rows, each moved to the nearer end of the run of equal values it falls in, as dask's divisions
-    need (a value lies in one partition only: ``loc`` looks in one); so the partitions are balanced
-    to within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
+    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a
+    dask Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably),
+    with **known divisions from the exact cuts**: the cuts of partitions balanced by rows, each
+    moved to the nearer end of the run of equal values it falls in, as dask's divisions need (a
+    value lies in one partition only: ``loc`` looks in one); so the partitions are balanced to
+    within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
     approximate quantiles instead). Each division is the first index value of its partition (the
     last: the largest value); partitions that would be empty are left out, and a frame of no rows
     has unknown divisions. A categorical is sorted in its categories' order (ordered or not), its
     divisions in that order too, as dask's. Missing values in ``other`` go last, all in the last
     partition, the divisions made of the values (as dask's; a nullable or Arrow float's NaN, which
     pandas sorts after +inf and before them, goes there too); a key of missing values only is
-    refused. The cuts run at the call, with the sorted partitions persisted so the
-    input is read once; the rest is lazy.
+    refused. The cuts run at the call, with the sorted partitions persisted so the input is read
+    once; the rest is lazy.
 
     dask's arguments, with dask's meaning: ``divisions`` (sorted; ``npartitions`` is then
     ``len(divisions) - 1``): the result is cut exactly at the user's boundaries, partition ``i``
@@ -68,30 +68,52 @@ def set_index(
 
         check_divisions(divisions)
         if len(divisions) < 2:
-            raise ValueError("New division must hold at least two values: the bounds of one partition")
+            raise ValueError(
+                "New division must hold at least two values: the bounds of one partition"
+            )
     if (sorted or not sort) and npartitions is not None:
-        raise ValueError("Specifying npartitions with sort=False or sorted=True is not supported. Call `repartition` afterwards.")
-    if sorted or not sort or append:  # dask's own: the data is not sorted (or indexed by several levels)
-        return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=sorted, divisions=divisions, sort=sort, append=append)
-    if hasattr(other, "dask") and hasattr(other, "npartitions"):  # a dask Series or Index, as dask and pandas take
-        return _set_index_by(df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device)
-    if other in df.columns and df.index.name == other:  # the column is the key, as in pandas and dask
+        raise ValueError(
+            "Specifying npartitions with sort=False or sorted=True is not supported. Call "
+            "`repartition` afterwards."
+        )
+    # dask's own: the data is not sorted (or indexed by several levels)
+    if sorted or not sort or append:
+        return dask_method(type(df), "set_index")(
+            df, other, drop=drop, sorted=sorted, divisions=divisions, sort=sort, append=append
+        )
+    # a dask Series or Index, as dask and pandas take
+    if hasattr(other, "dask") and hasattr(other, "npartitions"):
+        return _set_index_by(
+            df, other, drop=drop, npartitions=npartitions, divisions=divisions, device=device
+        )
+    # the column is the key, as in pandas and dask
+    if other in df.columns and df.index.name == other:
         df = df.rename_axis(None)
-    if on_gpu_frame(df):  # cudf partitions: sorted on the GPUs, their key's values read through pandas
+    # cudf partitions: sorted on the GPUs, their key's values read through pandas
+    if on_gpu_frame(df):
         device = "gpu"
     spec = key_spec(df, other, True, "last", "memory", device)
     dtype = column(pandas_meta(df), other).dtype
-    if divisions is not None:  # the user's boundaries as the key's values (what the cuts and the divisions use)
+    # the user's boundaries as the key's values (what the cuts and the divisions use)
+    if divisions is not None:
         divisions = _as_key_values(divisions, dtype, other)
         return _set_index_at(df, other, drop, spec, divisions, device)
     missing, rows, presorted = _key_pass(df, other, dtype)
     if missing and missing == rows:
-        raise UnsupportedValue(  # dask's own set_index takes them (the switch hands such calls to it)
-            f"column {other!r} holds only missing values (and NaN); divisions cannot be made of them"
+        # dask's own set_index takes them (the switch hands such calls to it)
+        raise UnsupportedValue(
+            f"column {other!r} holds only missing values (and NaN); divisions cannot be made of "
+            "them"
         )
-    if presorted is not None and divisions is None and output_partitions(df, npartitions) == df.npartitions:
+    if (
+        presorted is not None
+        and divisions is None
+        and output_partitions(df, npartitions) == df.npartitions
+    ):
         # in order already: each partition indexed where it is, nothing moved (as dask does)
-        return dask_method(type(df), "set_index")(df, other, drop=drop, sorted=True, divisions=presorted)
+        return dask_method(type(df), "set_index")(
+            df, other, drop=drop, sorted=True, divisions=presorted
+        )
     outputs = len(divisions) - 1 if divisions is not None else output_partitions(df, npartitions)
     g = Graph(df, spec, outputs, False, device, None, every_output=True)
     cut, _ = g.persist_cuts()
@@ -100,14 +122,22 @@ def set_index(
     runs = len(g.sorted)
     if int(cut[-1].sum()) == 0:  # no rows
         out = g.collection(None, grouped_cuts(nonempty_cuts(cut), runs))
-        return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+        return (
+            out
+            if index
+            else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+        )
     cut = _before_missing(cut, rows - missing)
     firsts = _smallest(g.run("firsts", _firsts, spec, cut))
     ranks = g.run("ranks", _ranks, spec, [f[0] for f in firsts[1:-1]])
     cut = _before_missing(_snap(cut, ranks), rows - missing)
     firsts = _smallest(g.run("divisions", _firsts, spec, cut))
     out = g.collection(tuple(_python(f[1]) for f in firsts), grouped_cuts(cut, runs))
-    return out if index else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+    return (
+        out
+        if index
+        else out.map_partitions(_set_index, other, drop, meta=meta, align_dataframes=False)
+    )
 
 
 def _set_index_at(df, other, drop, spec, divisions, device):
@@ -121,16 +151,23 @@ def _set_index_at(df, other, drop, spec, divisions, device):
     runs = len(g.sorted)
     below = g.lazy("below", _below, spec, divisions)
     rows, sizes = g.lazy_one("at", _user_cuts, runs, outputs, *below)
-    out = g.collection(tuple(_python(d) for d in divisions.tolist()), (rows, sizes, scale.merge_groups(outputs, runs)))
+    out = g.collection(
+        tuple(_python(d) for d in divisions.tolist()),
+        (rows, sizes, scale.merge_groups(outputs, runs)),
+    )
     if other not in df.columns:  # the index itself: sorted, and kept as the index
         return out
-    return out.map_partitions(_set_index, other, drop, meta=_set_index(df._meta, other, drop), align_dataframes=False)
+    return out.map_partitions(
+        _set_index, other, drop, meta=_set_index(df._meta, other, drop), align_dataframes=False
+    )
 
 
 def _user_cuts(runs: int, outputs: int, *below):
     """``(cut rows where the merge groups meet, every output's rows)`` of the parts' rows below
     every boundary (:func:`_below` of each)."""
-    cut = np.array([[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64).reshape(-1, runs)
+    cut = np.array(
+        [[0] * runs, *zip(*[b for b, _ in below]), [n for _, n in below]], np.int64
+    ).reshape(-1, runs)
     rows, sizes, _ = grouped_cuts(cut, runs)
     return rows, sizes
 
@@ -146,18 +183,26 @@ def _as_key_values(divisions, dtype, other) -> pd.Series:
     try:
         values = pd.Series(given, dtype=dtype)
     except (TypeError, ValueError) as e:
-        if family in ("datetime", "timedelta", "time") and any(isinstance(v, str) for v in given):  # a string that is no date
+        # a string that is no date
+        if family in ("datetime", "timedelta", "time") and any(isinstance(v, str) for v in given):
             strings = [type(v).__name__ for v in given if isinstance(v, str)]
-            raise _incomparable(other, given, strings, f"values ({dtype}), nor parse as them ({e})") from None
-        raise UnsupportedValue(f"divisions {given!r} are not values of column {other!r} ({dtype}): {e}") from None
+            raise _incomparable(
+                other, given, strings, f"values ({dtype}), nor parse as them ({e})"
+            ) from None
+        raise UnsupportedValue(
+            f"divisions {given!r} are not values of column {other!r} ({dtype}): {e}"
+        ) from None
     if values.isna().any() or not values.is_monotonic_increasing:
-        raise UnsupportedValue(f"divisions {list(divisions)!r} are not increasing values of column {other!r} ({dtype})")
+        raise UnsupportedValue(
+            f"divisions {list(divisions)!r} are not increasing values of column {other!r} ({dtype})"
+        )
     return values
 
 
-# what division values each family of key dtypes compares with (:func:`_family`): numbers with numbers
-# (Python's, NumPy's, bools, decimals), strings with strings, bytes with bytes; a date or time key with
-# its own values and strings that parse as them (pandas' datetime index takes those in loc and searchsorted)
+# what division values each family of key dtypes compares with (:func:`_family`): numbers with
+# numbers (Python's, NumPy's, bools, decimals), strings with strings, bytes with bytes; a date or
+# time key with its own values and strings that parse as them (pandas' datetime index takes those in
+# loc and searchsorted)
 TAKES = {
     "number": ("number", "decimal"),
     "str": ("str",),
@@ -165,7 +210,8 @@ TAKES = {
     "datetime": ("datetime", "str"),
     "timedelta": ("timedelta", "str"),
     "time": ("time", "str"),
-    "object": ("number", "str", "bytes"),  # what dsort sorts in an object column; which of them: its values say
+    # what dsort sorts in an object column; which of them: its values say
+    "object": ("number", "str", "bytes"),
 }
 
 
@@ -192,7 +238,8 @@ def _check_kinds(given: list, dtype, other) -> str | None:
     wrong = [name for f, names in found.items() if f not in TAKES[family] for name in names]
     if wrong and family == "object":
         raise UnsupportedType(
-            f"divisions {given!r} hold values of {type_names(wrong)}: dsort sorts an object column {other!r} of strings, bytes or numbers"
+            f"divisions {given!r} hold values of {type_names(wrong)}: dsort sorts an object column "
+            f"{other!r} of strings, bytes or numbers"
         )
     if wrong:
         raise _incomparable(other, given, wrong, f"values ({dtype})")
@@ -200,9 +247,11 @@ def _check_kinds(given: list, dtype, other) -> str | None:
 
 
 def _incomparable(other, given, types, theirs) -> Incomparable:
-    """The refusal of the user's divisions ``given``, of ``types``, by a key whose values are ``theirs``."""
+    """The refusal of the user's divisions ``given``, of ``types``, by a key whose values are
+    ``theirs``."""
     return Incomparable(
-        f"cannot sort by column {other!r} at divisions {given!r}: they hold values of {type_names(types)}, "
+        f"cannot sort by column {other!r} at divisions {given!r}: they hold values of "
+        f"{type_names(types)}, "
         f"which do not compare with the column's {theirs}"
     )
 
@@ -219,7 +268,15 @@ def _family(dtype) -> str | None:
         kinds = [
             ("str", (pa.types.is_string, pa.types.is_large_string)),
             ("bytes", (pa.types.is_binary, pa.types.is_large_binary)),
-            ("number", (pa.types.is_integer, pa.types.is_floating, pa.types.is_boolean, pa.types.is_decimal)),
+            (
+                "number",
+                (
+                    pa.types.is_integer,
+                    pa.types.is_floating,
+                    pa.types.is_boolean,
+                    pa.types.is_decimal,
+                ),
+            ),
             ("datetime", (pa.types.is_timestamp, pa.types.is_date)),
             ("timedelta", (pa.types.is_duration,)),
             ("time", (pa.types.is_time,)),
@@ -250,7 +307,8 @@ def _value_family(v) -> str:
         ("bytes", bytes),
         ("number", NUMBERS),
         ("decimal", decimal.Decimal),
-        ("datetime", (datetime.date, np.datetime64)),  # a Timestamp is a datetime, a datetime a date
+        # a Timestamp is a datetime, a datetime a date
+        ("datetime", (datetime.date, np.datetime64)),
         ("timedelta", (datetime.timedelta, np.timedelta64)),
         ("time", datetime.time),
     ]
@@ -267,15 +325,19 @@ def _missing(v) -> bool:
 def _before_missing(cut, present: int):
     """Cut rows with the missing values (sorted last) all in the last output, as dask's set_index
     puts them: every cut between outputs at or past the ``present`` values dropped."""
-    keep = [0] + [t for t in range(1, cut.shape[0] - 1) if int(cut[t].sum()) < present] + [cut.shape[0] - 1]
+    keep = (
+        [0]
+        + [t for t in range(1, cut.shape[0] - 1) if int(cut[t].sum()) < present]
+        + [cut.shape[0] - 1]
+    )
     return cut[keep] if len(keep) < cut.shape[0] else cut
 
 
 def _key_pass(df, other, dtype):
-    """One pass over the key alone, before any sort: ``(missing values, rows, divisions)``, the divisions
-    found where the partitions are in order already (each sorted, none empty, nothing missing, each
-    one's last value below the next one's first: a value in one partition only), else None.
-    Categoricals are always sorted (their order is their categories', not their values')."""
+    """One pass over the key alone, before any sort: ``(missing values, rows, divisions)``, the
+    divisions found where the partitions are in order already (each sorted, none empty, nothing
+    missing, each one's last value below the next one's first: a value in one partition only), else
+    None. Categoricals are always sorted (their order is their categories', not their values')."""
     import dask
 
     key = df[other] if other in df.columns else df.index
@@ -287,7 +349,8 @@ def _key_pass(df, other, dtype):
     try:
         if any(a[1] >= b[0] for a, b in zip(ends[:-1], ends[1:])):
             return missing, rows, None
-    except TypeError:  # values that do not compare (an object column of several types): the sort refuses them
+    # values that do not compare (an object column of several types): the sort refuses them
+    except TypeError:
         return missing, rows, None
     return missing, rows, [_python(first) for first, _ in ends] + [_python(ends[-1][1])]
 
@@ -313,7 +376,8 @@ def _undivided(s) -> int:
 
 
 def dask_method(cls, name):
-    """dask's own ``cls.name``, also while dsort's stands in its place (:mod:`dsort.collections.switch`)."""
+    """dask's own ``cls.name``, also while dsort's stands in its place
+    (:mod:`dsort.collections.switch`)."""
     return getattr(cls, f"_dsort_dask_{name}", None) or getattr(cls, name)
 
 
@@ -325,13 +389,15 @@ def _one_key(other) -> None:
         if any(isinstance(c, (dd.DataFrame, dd.Series, dd.Index)) for c in other):
             raise TypeError("List[FrameBase] not supported by set_index")
         raise NotImplementedError(
-            f"Dask dataframe does not yet support multi-indexes.\nYou tried to index with this index: {other}\n"
+            "Dask dataframe does not yet support multi-indexes.\nYou tried to index with this "
+            f"index: {other}\n"
             "Indexes must be single columns only."
         )
     if isinstance(other, dd.DataFrame):
         raise NotImplementedError(
             "Dask dataframe does not yet support multi-indexes.\n"
-            f"You tried to index with a frame with these columns: {list(other.columns)}\nIndexes must be single columns only."
+            f"You tried to index with a frame with these columns: {list(other.columns)}\nIndexes "
+            "must be single columns only."
         )
 
 
@@ -339,21 +405,26 @@ KEY = "__dsort_index__"  # the column a Series key travels in while the frame is
 
 
 def _set_index_by(df, key, **options):
-    """:func:`set_index` by a dask Series or Index aligned with ``df`` (an expression of its columns,
-    or its own index), as pandas and dask take one: the frame's columns all stay, and the index takes
-    the key's name."""
+    """:func:`set_index` by a dask Series or Index aligned with ``df`` (an expression of its
+    columns, or its own index), as pandas and dask take one: the frame's columns all stay, and the
+    index takes the key's name."""
     series = key.to_series() if _is_index(key) else key
     if _is_index(key) and series.npartitions == df.npartitions and series.divisions != df.divisions:
         # an expression of the index that moves its values (index + a day, index.floor("D")): dask
         # gives it other divisions (and to_series indexes it by its own values); the key's values
         # join the frame partition by partition, row by row, as pandas takes an Index
         meta = df._meta.assign(**{KEY: series._meta.to_numpy()})
-        keyed = df.map_partitions(_with_key, series, meta=meta, align_dataframes=False, clear_divisions=True)
+        keyed = df.map_partitions(
+            _with_key, series, meta=meta, align_dataframes=False, clear_divisions=True
+        )
     else:
         keyed = df.assign(**{KEY: series})
-    options["drop"] = True  # the key's temporary column (a Series key is no column of the frame: drop has no say)
+    # the key's temporary column (a Series key is no column of the frame: drop has no say)
+    options["drop"] = True
     out = set_index(keyed, KEY, **options)
-    return out.map_partitions(_rename_index, key.name, meta=out._meta.rename_axis(key.name), align_dataframes=False)
+    return out.map_partitions(
+        _rename_index, key.name, meta=out._meta.rename_axis(key.name), align_dataframes=False
+    )
 
 
 def _with_key(part, key):
@@ -383,15 +454,20 @@ def _firsts(part, plan, q, spec, cut) -> list:
     """For every output of the cut rows ``cut``: ``(key bytes, value)`` of this part's first row
     in it, or None where it has none; then those of its last row with a value (not missing)."""
     frame = part.frame
-    if frame_cudf.is_cudf(frame):  # its key's values as pandas (pandas' scalars, missing values as pandas counts them)
+    # its key's values as pandas (pandas' scalars, missing values as pandas counts them)
+    if frame_cudf.is_cudf(frame):
         frame = frame_cudf.key_frame(frame, spec.by)
     col = column(frame, spec.by[0])
     out = []
     for t in range(cut.shape[0] - 1):
         a, b = int(cut[t, q]), int(cut[t + 1, q])
-        out.append(None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a]))
+        out.append(
+            None if b <= a else (F.key_bytes(F.part_keys(spec, part, plan, a, a + 1)), col.iloc[a])
+        )
     n = len(frame) - _undivided(col)  # its last value: missing ones (and NaN) sort after it
-    out.append(None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1]))
+    out.append(
+        None if n == 0 else (F.key_bytes(F.part_keys(spec, part, plan, n - 1, n)), col.iloc[n - 1])
+    )
     return out
 
 
@@ -399,7 +475,9 @@ def _smallest(per_part) -> list:
     """Per output: the smallest ``(key, value)`` over the parts (its first row); last: the largest
     (the result's last row). An output no part has rows in takes the next one's (it is empty)."""
     columns = list(zip(*per_part))
-    out = [min((x for x in c if x is not None), default=None, key=lambda x: x[0]) for c in columns[:-1]]
+    out = [
+        min((x for x in c if x is not None), default=None, key=lambda x: x[0]) for c in columns[:-1]
+    ]
     out.append(max((x for x in columns[-1] if x is not None), default=None, key=lambda x: x[0]))
     for t in range(len(out) - 2, -1, -1):
         out[t] = out[t] if out[t] is not None else out[t + 1]
@@ -407,12 +485,15 @@ def _smallest(per_part) -> list:
 
 
 def _ranks(part, plan, q, spec, keys):
-    """Rows of this part before each of ``keys`` (:func:`dsort.core.frame_chunk.key_bytes`), and up to and including it."""
+    """Rows of this part before each of ``keys`` (:func:`dsort.core.frame_chunk.key_bytes`), and up
+    to and including it."""
     from ..engine import numpy_engine
 
     mine = F.part_keys(spec, part, plan)
     probes = F.from_key_bytes(keys, mine) if keys else mine[:0]
-    return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(mine, probes, "right")
+    return numpy_engine.searchsorted(mine, probes, "left"), numpy_engine.searchsorted(
+        mine, probes, "right"
+    )
 
 
 def _below(part, plan, q, spec, divisions):
@@ -430,8 +511,11 @@ def _below(part, plan, q, spec, divisions):
     else:
         own, have, kinds = spec.encode_part(frame)
         theirs = part.kinds[0] if part.kinds else ()
-        if not comparable([*theirs, *kinds[0]]):  # an object key: its values' kinds are known only now
-            raise _incomparable(spec.by[0], divisions.tolist(), kinds[0], f"values of {type_names(theirs)}")
+        # an object key: its values' kinds are known only now
+        if not comparable([*theirs, *kinds[0]]):
+            raise _incomparable(
+                spec.by[0], divisions.tolist(), kinds[0], f"values of {type_names(theirs)}"
+            )
         want = tuple(max(a, b) for a, b in zip(have, plan.widths))
         mine, probes = F.part_keys(spec, part, plan), widen(spec, own[1:-1], have, want)
         mine = widen(spec, mine, plan.widths, want)

@@ -36,4 +36,6 @@ class NamedGraph(FromGraph):
 
 def collection(graph, meta, divisions, keys, name: str):
     """The dask dataframe of partitions ``keys`` (tasks of ``graph``), named ``name``."""
-    return new_collection(NamedGraph(layer=graph, _meta=meta, divisions=divisions, keys=list(keys), name_prefix=name))
+    return new_collection(
+        NamedGraph(layer=graph, _meta=meta, divisions=divisions, keys=list(keys), name_prefix=name)
+    )

@@ -12,10 +12,35 @@ from __future__ import annotations
 
 from ..core.filesort import FirstPass, chain_task, group_cuts_task, group_merge_task
 from . import scale
-from .tasks import CHAIN, CUTS, GROUP_CUTS, GROUP_MERGE, MERGE, anchors, beside, name, ref, task, task_beside
+from .tasks import (
+    CHAIN,
+    CUTS,
+    GROUP_CUTS,
+    GROUP_MERGE,
+    MERGE,
+    anchors,
+    beside,
+    name,
+    ref,
+    task,
+    task_beside,
+)
 
 
-def merge_tasks(dsk: dict, job, token: str, run_keys: list, cuts, merge, merges: int, *, owners=None, first=None, extra=(), wrap=None):
+def merge_tasks(
+    dsk: dict,
+    job,
+    token: str,
+    run_keys: list,
+    cuts,
+    merge,
+    merges: int,
+    *,
+    owners=None,
+    first=None,
+    extra=(),
+    wrap=None,
+):
     """Add the tasks that follow an external sort's run tasks (``run_keys``) to ``dsk``: the first
     pass where ``job.groups`` asks for one (:func:`first_pass`; ``first``: its functions where the
     runs are not fixed-width rows), the cuts task ``cuts(job, *runs or chains)``, and ``merges``
@@ -25,16 +50,22 @@ def merge_tasks(dsk: dict, job, token: str, run_keys: list, cuts, merge, merges:
     ``wrap(g)``: functions that merge ``g``'s result goes through first (none by default).
     Returns ``(cuts key, merge keys, chain keys, piece keys)``."""
     chains, pieces = first_pass(dsk, job, token, run_keys, first, extra)
-    near = anchors(dsk, token, scale.beside_balanced(pieces or run_keys, None if pieces else owners, merges))
+    near = anchors(
+        dsk, token, scale.beside_balanced(pieces or run_keys, None if pieces else owners, merges)
+    )
     cut = name(CUTS, token)
     dsk[cut] = task(cut, cuts, job, *map(ref, chains or run_keys))
     keys = [(name(MERGE, token), g) for g in range(merges)]
     for g, key in enumerate(keys):
-        dsk[key] = task_beside(key, near[g], *(wrap(g) if wrap else ()), merge, job, ref(cut), g, *extra)
+        dsk[key] = task_beside(
+            key, near[g], *(wrap(g) if wrap else ()), merge, job, ref(cut), g, *extra
+        )
     return cut, keys, chains, pieces
 
 
-def first_pass(dsk: dict, job: FirstPass, token: str, run_keys: list, functions=None, extra=()) -> tuple[list, list]:
+def first_pass(
+    dsk: dict, job: FirstPass, token: str, run_keys: list, functions=None, extra=()
+) -> tuple[list, list]:
     """Add ``job``'s first-pass tasks over the runs of ``run_keys`` to ``dsk``: ``(chain keys, piece
     keys)``, both empty where ``job.groups`` is (one pass). A chain task gives ``(Chain, stage
     times)``; the final merges go beside the pieces they read, as they would beside runs.

@@ -63,10 +63,15 @@ class DaskCluster:
         local runs. The caller must hold nothing another task of this worker waits for (a GPU
         slot): while it waits, the worker starts other tasks on its thread, and it takes a thread
         back only when one of them ends."""
-        items = flat(items)[0]  # the keys of the result: the items of a chain's pieces, as read_many numbers them
+        # the keys of the result: the items of a chain's pieces, as read_many numbers them
+        items = flat(items)[0]
         everywhere = self.everywhere()  # also where the files are visible
         mine = store.address
-        remote = {i: it for i, it in enumerate(items) if it[0].worker and it[0].worker != mine and (everywhere or not R.visible(it[0]))}
+        remote = {
+            i: it
+            for i, it in enumerate(items)
+            if it[0].worker and it[0].worker != mine and (everywhere or not R.visible(it[0]))
+        }
         if not remote:
             return {}
         from distributed import wait, worker_client
@@ -80,7 +85,14 @@ class DaskCluster:
             def ask(w):  # a read task pinned to worker w, and when it is late
                 items = [(remote[i][0], int(remote[i][1]), int(remote[i][2])) for i in by_worker[w]]
                 key = f"dsort-slices-{store.config.job}-{uuid.uuid4().hex}"
-                f = client.submit(R.read_slices, store.config, items, workers=[w], allow_other_workers=False, key=key)
+                f = client.submit(
+                    R.read_slices,
+                    store.config,
+                    items,
+                    workers=[w],
+                    allow_other_workers=False,
+                    key=key,
+                )
                 return f, time.monotonic() + REMOTE_READ_SECONDS
 
             alive = set(scheduler_identity(client)["workers"])
@@ -101,16 +113,24 @@ class DaskCluster:
                             why[w] = f"whose result did not come within {REMOTE_READ_SECONDS:g} s"
                             f.cancel()
                     elif f.status == "error":
-                        why[w] = f"whose read failed: {type(f.exception()).__name__}: {f.exception()}"
+                        why[w] = (
+                            f"whose read failed: {type(f.exception()).__name__}: {f.exception()}"
+                        )
                         f.cancel()
                     elif w not in alive:
                         why[w] = "which is gone"
                         f.cancel()  # its worker died meanwhile: its runs are made again below
                     elif time.monotonic() > deadline:
-                        why[w] = f"which did not read it within {REMOTE_READ_SECONDS:g} s ({_doing(client, w, f.key)})"
+                        why[w] = (
+                            f"which did not read it within {REMOTE_READ_SECONDS:g} s "
+                            f"({_doing(client, w, f.key)})"
+                        )
                         f.cancel()
-                        if recover is None and w not in asked_again:  # nothing to make them again with: asked once more
-                            logger.warning("run slices asked of worker %s: %s; asked again", w, why[w])
+                        # nothing to make them again with: asked once more
+                        if recover is None and w not in asked_again:
+                            logger.warning(
+                                "run slices asked of worker %s: %s; asked again", w, why[w]
+                            )
                             asked_again.add(w)
                             futures[w] = ask(w)
                             continue
@@ -120,7 +140,10 @@ class DaskCluster:
         lost = {i: it for i, it in remote.items() if i not in got}
         for run, _, _ in lost.values():
             if recover is None:
-                raise OSError(f"run {run.index} was on worker {run.worker}, {why.get(run.worker, 'which did not read it')}")
+                raise OSError(
+                    f"run {run.index} was on worker {run.worker}, "
+                    f"{why.get(run.worker, 'which did not read it')}"
+                )
         with seceded() if lost else contextlib.nullcontext():  # as read_many makes lost runs
             for i, (run, lo, hi) in lost.items():
                 got[i] = store.read(store.recover_once(run.index, recover), lo, hi)
@@ -140,7 +163,8 @@ def _dask() -> DaskCluster:
 def seceded():
     """On a dask worker, the task running this block lets go of its thread meanwhile (the worker
     runs other tasks, those this one waits for among them) and takes one back at its end."""
-    if this_worker() is None or getattr(_seceding, "on", False):  # no worker, or let go already (a recovery inside one)
+    # no worker, or let go already (a recovery inside one)
+    if this_worker() is None or getattr(_seceding, "on", False):
         yield
         return
     from distributed import rejoin, secede
@@ -186,11 +210,16 @@ def read_where_it_is(run: Run, path: str, read, *args):
             if run.worker not in scheduler_identity(client)["workers"]:
                 raise OSError(f"{path} was on worker {run.worker}, which is gone")
             key = f"dsort-slices-{run.job}-{uuid.uuid4().hex}"
-            f = client.submit(read, path, *args, workers=[run.worker], allow_other_workers=False, key=key)
+            f = client.submit(
+                read, path, *args, workers=[run.worker], allow_other_workers=False, key=key
+            )
             try:
                 return f.result(timeout=REMOTE_READ_SECONDS)
             except TimeoutError:
-                why = f"which did not read it within {REMOTE_READ_SECONDS:g} s ({_doing(client, run.worker, f.key)})"
+                why = (
+                    f"which did not read it within {REMOTE_READ_SECONDS:g} s "
+                    f"({_doing(client, run.worker, f.key)})"
+                )
                 f.cancel()
                 if asked or run.worker not in scheduler_identity(client)["workers"]:
                     raise OSError(f"{path} was on worker {run.worker}, {why}") from None
@@ -219,12 +248,16 @@ def _doing(client, worker: str, key) -> str:
         ts = st.tasks.get(key)
         frames = sys._current_frames()
         threads = [
-            f"{t.name}: " + " < ".join(f"{f.name}:{f.lineno}" for f in traceback.extract_stack(frames[t.ident])[::-1][:4])
+            f"{t.name}: "
+            + " < ".join(
+                f"{f.name}:{f.lineno}" for f in traceback.extract_stack(frames[t.ident])[::-1][:4]
+            )
             for t in threading.enumerate()
             if t.ident in frames
         ]
         return (
-            f"its task {ts.state if ts else 'unknown there'}, {len(st.executing)} executing, {len(st.long_running)} seceded, "
+            f"its task {ts.state if ts else 'unknown there'}, {len(st.executing)} executing, "
+            f"{len(st.long_running)} seceded, "
             f"{len(st.ready)} ready; threads: " + "; ".join(threads)
         )
 
@@ -234,7 +267,8 @@ def _doing(client, worker: str, key) -> str:
         return f"it did not say: {type(e).__name__}: {e}"
 
 
-REMADE_TOPIC = "dsort-runs-remade"  # the topic of the events that name each run a merge had made again (FromGraph)
+# the topic of the events that name each run a merge had made again (FromGraph)
+REMADE_TOPIC = "dsort-runs-remade"
 
 
 class FromGraph(F.RunJob):
@@ -251,31 +285,39 @@ class FromGraph(F.RunJob):
         raise NotImplementedError
 
     def remake_run(self, q: int, gpu):
-        if self.inputs is None or this_worker() is None:  # no scheduler to ask (one process loses no worker)
+        # no scheduler to ask (one process loses no worker)
+        if self.inputs is None or this_worker() is None:
             return super().remake_run(q, gpu)
         # a task of its own, not the run's: dask keeps a run's handle (small) on the workers that
         # read it, and gives that again though the run itself went with its worker
         s = R.store(self.store)
-        got, future = T.run_again((T.name(T.REMADE, self.store.job), q, s.making(q)), *self.run_task(q))
+        got, future = T.run_again(
+            (T.name(T.REMADE, self.store.job), q, s.making(q)), *self.run_task(q)
+        )
         s.keep(future)
         run = F.handle(got)
-        this_worker().log_event(REMADE_TOPIC, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker})
+        this_worker().log_event(
+            REMADE_TOPIC, {"job": self.store.job, "run": q, "tier": run.tier, "worker": run.worker}
+        )
         return run
 
     def recovery(self, gpu):
-        if self.inputs is None or this_worker() is None:  # nothing to ask: a failed read keeps its own error
+        # nothing to ask: a failed read keeps its own error
+        if self.inputs is None or this_worker() is None:
             return None
         return lambda q: self.remake(q, gpu)
 
 
-STAGES = "dsort-stages"  # the topic of the events that say where a frame sort's tasks spent their time
+# the topic of the events that say where a frame sort's tasks spent their time
+STAGES = "dsort-stages"
 
 
 def report_stages(task: str, watch: F.Stopwatch, **facts) -> None:
     """Send one task's seconds per stage (``watch``) to the dask scheduler as an event of topic
-    :data:`STAGES` (``{"task": task, stage: seconds, ..., fact: text}``; ``client.get_events(STAGES)``
-    reads them), where the task runs on a distributed worker; elsewhere nothing. ``facts``: words
-    that tell tasks apart (a run's tier, say), counted by the reader."""
+    :data:`STAGES` (``{"task": task, stage: seconds, ..., fact: text}``;
+    ``client.get_events(STAGES)`` reads them), where the task runs on a distributed worker;
+    elsewhere nothing. ``facts``: words that tell tasks apart (a run's tier, say), counted by the
+    reader."""
     worker = this_worker()
     if worker is not None:
         worker.log_event(STAGES, {"task": task, **watch.times, **facts})

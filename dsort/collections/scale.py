@@ -5,10 +5,11 @@ A collection of P chunks (partitions) sorted into Q output chunks would cost P x
 slices) if every chunk were a run and every output a merge: 4096 small chunks would make 16
 million. Here consecutive chunks are sorted together into R runs (:func:`array_runs`,
 :func:`frame_runs`), consecutive outputs are merged together in as many groups (at least
-:data:`MIN_GROUPS`; :func:`merge_groups`, :func:`output_groups`), and each output chunk is then a plain piece of its group's result. R
-comes from the worker threads (every one busy) and the data's size (no run below
-``dsort.scale.min-run``; an external sort's runs bounded by ``dsort.scale.external-run``), so a
-sort builds O(P + Q) tasks and R x R slices, whatever P and Q are.
+:data:`MIN_GROUPS`; :func:`merge_groups`, :func:`output_groups`), and each output chunk is then a
+plain piece of its group's result. R comes from the worker threads (every one busy) and the data's
+size (no run below ``dsort.scale.min-run``; an external sort's runs bounded by
+``dsort.scale.external-run``), so a sort builds O(P + Q) tasks and R x R slices, whatever P and Q
+are.
 """
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def threads() -> int:
 
 
 def workers() -> int:
-    """The workers the graph will run on: a distributed client's, else one (dask's local schedulers)."""
+    """The workers the graph will run on: a distributed client's, else one (dask's local
+    schedulers)."""
     return max(1, len(_cluster_workers() or ()))
 
 
@@ -67,9 +69,13 @@ def array_runs(sizes, row_bytes: int, gpu: bool, external: bool, host: bool = Tr
     nbytes = int(sum(sizes)) * int(row_bytes)
     if gpu and external and not host:
         count = plan.run_count(
-            len(sizes), workers(), int(config.get("scale.gpu-resident-runs-per-worker")), nbytes, _bytes("min-run", gpu),
+            len(sizes),
+            workers(),
+            int(config.get("scale.gpu-resident-runs-per-worker")),
+            nbytes,
+            _bytes("min-run", gpu),
             _bytes("resident-run", gpu),
-        )  # fmt: skip
+        )
         return plan.groups(sizes, count)
     count = plan.run_count(
         len(sizes),
@@ -102,14 +108,18 @@ def frame_runs(partitions: int, external: bool, owners=None, gpu: bool = False) 
     else:
         count = plan.run_count(partitions, threads(), int(config.get("scale.runs-per-thread")))
     if external:
-        count = max(count, -(-partitions // max(1, int(config.get("scale.frame-partitions-per-run")))))
+        count = max(
+            count, -(-partitions // max(1, int(config.get("scale.frame-partitions-per-run"))))
+        )
     runs = plan.groups([1] * partitions, count)
     if not owners or not any(owners):
         return runs
     out = _cut_at_owners(runs, owners)
     # but not at any price: the cuts and merges grow with the runs (runs x merge groups slices); an
     # external sort's merges stay as many (sort_values_external), each reading a slice more a run
-    most = max(MOST_RUNS_FOLLOWING_WORKERS * len(runs), EXTERNAL_RUNS_FOLLOWING_WORKERS if external else 0)
+    most = max(
+        MOST_RUNS_FOLLOWING_WORKERS * len(runs), EXTERNAL_RUNS_FOLLOWING_WORKERS if external else 0
+    )
     return out if len(out) <= most else runs
 
 
@@ -164,7 +174,8 @@ def partition_workers(collection, keys=None) -> list | None:
         return None
     if len(scheduler_identity(client)["workers"]) < 2:
         return None
-    expr = getattr(collection, "expr", None)  # a dask-expr frame: persisted data is a FromGraph in it
+    # a dask-expr frame: persisted data is a FromGraph in it
+    expr = getattr(collection, "expr", None)
     if expr is not None and not any(type(e).__name__ == "FromGraph" for e in expr.walk()):
         return None  # no graph to read (a lazy frame of 4096 partitions: 0.2 s)
     from dask.core import get_dependencies
@@ -195,12 +206,12 @@ def runs_by_worker(sizes, groups, owners, ties_unseen: bool) -> list:
     two workers moves all but one of them first, over TCP (BENCHMARKS.md section 7: most of the
     first sort's time on two GPUs).
 
-    The groups cut where the owner changes, while that makes at most :data:`MOST_RUNS_FOLLOWING_WORKERS_ARRAYS`
-    times the runs. Beyond that (chunks scattered over the workers), and where equal keys cannot
-    be told apart (``ties_unseen``: keys alone, of a type whose equal values are equal bytes),
-    each worker's chunks in order, in a share of the runs as large as its share of the rows:
-    runs of chunks that are not consecutive, whose ties a stable merge would order by run, not
-    by position. Else ``groups`` as they are."""
+    The groups cut where the owner changes, while that makes at most
+    :data:`MOST_RUNS_FOLLOWING_WORKERS_ARRAYS` times the runs. Beyond that (chunks scattered over
+    the workers), and where equal keys cannot be told apart (``ties_unseen``: keys alone, of a type
+    whose equal values are equal bytes), each worker's chunks in order, in a share of the runs as
+    large as its share of the rows: runs of chunks that are not consecutive, whose ties a stable
+    merge would order by run, not by position. Else ``groups`` as they are."""
     as_is = [tuple(range(a, b)) for a, b in groups]
     if owners is None or len({o for o in owners if o}) < 2:
         return as_is
@@ -240,7 +251,10 @@ def beside_balanced(keys, owners, n: int) -> list:
     if len(known) < 2 or len(owners) != len(keys):
         return [T.beside(keys, t, n) for t in range(n)]
     mine = {w: [k for k, o in zip(keys, owners) if o == w] for w in known}
-    return [mine[known[t % len(known)]][(t // len(known)) % len(mine[known[t % len(known)]])] for t in range(n)]
+    return [
+        mine[known[t % len(known)]][(t // len(known)) % len(mine[known[t % len(known)]])]
+        for t in range(n)
+    ]
 
 
 def output_groups(sizes, runs: int) -> list:

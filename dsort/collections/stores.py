@@ -21,7 +21,15 @@ from . import remote
 PREFIX = "dsort-runs"  # the run directories: PREFIX-PID-TOKEN, PID the process that built the graph
 
 
-LOCAL_SCHEDULERS = ("threads", "threading", "sync", "synchronous", "single-threaded", "processes", "multiprocessing")
+LOCAL_SCHEDULERS = (
+    "threads",
+    "threading",
+    "sync",
+    "synchronous",
+    "single-threaded",
+    "processes",
+    "multiprocessing",
+)
 
 
 def _distributed_workers() -> list | None:
@@ -81,7 +89,12 @@ def gpu_workers_of_one_host() -> bool:
 
 
 def store_config(
-    token: str, row_bytes: int, local_directory, host_budget: int, gpu: bool = False, gpu_budget: int | float | None = None
+    token: str,
+    row_bytes: int,
+    local_directory,
+    host_budget: int,
+    gpu: bool = False,
+    gpu_budget: int | float | None = None,
 ) -> R.StoreConfig:
     """The run store of one sort: ``host_budget`` bytes in memory (0: files only), files in a new
     directory under ``local_directory``, removed by the last merge or, failing that, when this
@@ -94,7 +107,9 @@ def store_config(
 
     from . import config
 
-    base = Path(local_directory or dask.config.get("temporary-directory", None) or tempfile.gettempdir()).absolute()
+    base = Path(
+        local_directory or dask.config.get("temporary-directory", None) or tempfile.gettempdir()
+    ).absolute()
     lifetime.remove_leftovers(base, PREFIX)
     directory = str(base / f"{PREFIX}-{os.getpid()}-{token[:16]}")
     atexit.register(lifetime.drop, token, directory)
@@ -103,7 +118,15 @@ def store_config(
     # workers on several hosts share no directory: each keeps its runs on its own disk (its dask
     # local directory), and a merge asks the worker that holds a run for its slices
     return R.StoreConfig(
-        token, directory, row_bytes, host_budget, 0, local=not here, shared_fraction=shared, shared_budget=gpu_budget, cluster=remote.DASK
+        token,
+        directory,
+        row_bytes,
+        host_budget,
+        0,
+        local=not here,
+        shared_fraction=shared,
+        shared_budget=gpu_budget,
+        cluster=remote.DASK,
     )
 
 

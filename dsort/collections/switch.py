@@ -3,14 +3,14 @@
 While it is on, dask's ``DataFrame.sort_values`` and ``DataFrame.set_index`` run dsort's
 (:func:`dsort.dataframe.sort_values`, :func:`dsort.dataframe.set_index`) with dask's arguments, and
 dask Series gain pandas' ``sort_values`` (:func:`dsort.dataframe.sort_series`). Every call form of
-dask's keeps dask's meaning; the differences are dsort's (stable sorts, partitions balanced to within
-a row, exact divisions, rows outside user divisions kept in the first and last partitions) and
-dask's own shuffle knobs (``shuffle_method``, ``upsample``, ``partition_size``, ``**options``) have
-no effect. A call dsort cannot sort (a key type it does not support, frames whose partitions are
-not pandas', such as dask-cudf's) is handed to dask's own method unchanged; but not one whose key's
-values do not compare (numbers and strings: :class:`~dsort.core.errors.Incomparable`), with each
-other or with the user's divisions, which dask cannot sort either (or cuts at divisions of another
-kind than its index's): dsort's refusal says why.
+dask's keeps dask's meaning; the differences are dsort's (stable sorts, partitions balanced to
+within a row, exact divisions, rows outside user divisions kept in the first and last partitions)
+and dask's own shuffle knobs (``shuffle_method``, ``upsample``, ``partition_size``, ``**options``)
+have no effect. A call dsort cannot sort (a key type it does not support, frames whose partitions
+are not pandas', such as dask-cudf's) is handed to dask's own method unchanged; but not one whose
+key's values do not compare (numbers and strings: :class:`~dsort.core.errors.Incomparable`), with
+each other or with the user's divisions, which dask cannot sort either (or cuts at divisions of
+another kind than its index's): dsort's refusal says why.
 
     import dsort
     dsort.enable()              # from now on, in this process
@@ -55,7 +55,8 @@ def _stand_in(name: str):
             return dasks(self, *args, **kwargs)
         if name == "sort_values":
             _dasks_checks(given)
-        elif _its_own_index(self, given):  # ddf.set_index(ddf.index): dask gives the frame itself, as it is
+        # ddf.set_index(ddf.index): dask gives the frame itself, as it is
+        elif _its_own_index(self, given):
             return dasks(self, *args, **kwargs)
         if not given.get("npartitions"):  # dask reads 0 as "as many as the input"
             given.pop("npartitions", None)
@@ -76,7 +77,11 @@ def _stand_in(name: str):
 
 def _its_own_index(df, given) -> bool:
     other = given.get("other")
-    return getattr(other, "_name", None) is not None and hasattr(other, "dask") and other._name == df.index._name
+    return (
+        getattr(other, "_name", None) is not None
+        and hasattr(other, "dask")
+        and other._name == df.index._name
+    )
 
 
 def _dasks_checks(given) -> None:
@@ -88,19 +93,29 @@ def _dasks_checks(given) -> None:
     by = given["by"] if isinstance(given["by"], list) else [given["by"]]
     if any(b is None or hasattr(b, "dask") for b in by):
         raise NotImplementedError(
-            f"Dataframes only support sorting by named columns which must be passed as a string or a list of strings.\nYou passed {by}"
+            "Dataframes only support sorting by named columns which must be passed as a string or "
+            f"a list of strings.\nYou passed {by}"
         )
     ascending = given.get("ascending", True)
     if not isinstance(ascending, bool) and not len(ascending) == len(by):
         raise ValueError(f"Length of {ascending=} != length of {by=}")
 
 
-def _series_sort_values(self, *, ascending=True, kind=None, na_position="last", ignore_index=False, npartitions=None):
-    """pandas' ``Series.sort_values`` (keywords only; always stable, whatever ``kind`` says) on dsort
-    (:func:`dsort.dataframe.sort_series`); pandas' ``axis``, ``inplace`` and ``key`` are not taken."""
+def _series_sort_values(
+    self, *, ascending=True, kind=None, na_position="last", ignore_index=False, npartitions=None
+):
+    """pandas' ``Series.sort_values`` (keywords only; always stable, whatever ``kind`` says) on
+    dsort (:func:`dsort.dataframe.sort_series`); pandas' ``axis``, ``inplace`` and ``key`` are not
+    taken."""
     from . import dataframe as D
 
-    return D.sort_series(self, ascending=ascending, na_position=na_position, npartitions=npartitions, ignore_index=ignore_index)
+    return D.sort_series(
+        self,
+        ascending=ascending,
+        na_position=na_position,
+        npartitions=npartitions,
+        ignore_index=ignore_index,
+    )
 
 
 def _targets():
@@ -124,9 +139,13 @@ def _install() -> None:
             continue  # in place already
         original = cls.__dict__.get(name, _MISSING)
         setattr(cls, saved, original)
-        if original is not _MISSING:  # dask's signature and docstring (for help() and IDEs), and a note
+        # dask's signature and docstring (for help() and IDEs), and a note
+        if original is not _MISSING:
             functools.update_wrapper(ours, original)
-            ours.__doc__ = f"dsort's {name} in dask's place (dsort.enable()); dask's own, {cls.__name__}.{saved}:\n\n{original.__doc__}"
+            ours.__doc__ = (
+                f"dsort's {name} in dask's place (dsort.enable()); dask's own, "
+                f"{cls.__name__}.{saved}:\n\n{original.__doc__}"
+            )
         setattr(cls, name, ours)
 
 
@@ -144,7 +163,8 @@ def _uninstall() -> None:
 
 
 def enable() -> None:
-    """Put dsort under dask's ``sort_values`` and ``set_index`` in this process, until :func:`disable`."""
+    """Put dsort under dask's ``sort_values`` and ``set_index`` in this process, until
+    :func:`disable`."""
     global _depth
     with _lock:
         _depth += 1
@@ -152,7 +172,8 @@ def enable() -> None:
 
 
 def disable() -> None:
-    """Put dask's own methods back (whatever :func:`enable` calls and :func:`enabled` blocks did)."""
+    """Put dask's own methods back (whatever :func:`enable` calls and :func:`enabled` blocks
+    did)."""
     global _depth
     with _lock:
         _depth = 0

@@ -23,28 +23,38 @@ from dask._task_spec import Alias, Task, TaskRef, parse_input
 READ = "dsort-read"  # a block of an input file, or a Parquet row group
 CHECKSUM_INPUT = "dsort-input-checksums"  # an input partition's count and checksum
 RUN = "dsort-run"  # an input block or chunk sorted and kept as a run (external sorts)
-REMADE = "dsort-remade"  # a lost run made again, asked for by a merge that needed it (external sorts of collections)
+# a lost run made again, asked for by a merge that needed it (external sorts of collections)
+REMADE = "dsort-remade"
 CUTS = "dsort-cuts"  # the exact cuts of every output range in every run
-ANCHOR = "dsort-anchor"  # a run's handle again, held by the run's worker alone: the merges go beside it
+# a run's handle again, held by the run's worker alone: the merges go beside it
+ANCHOR = "dsort-anchor"
 GROUP_CUTS = "dsort-group-cuts"  # a first merge pass: the cuts of a group of runs' own ranges
-GROUP_MERGE = "dsort-group-merge"  # a first merge pass: a range of a group of runs, kept as a piece of its chain
-CHAIN = "dsort-chain"  # a first merge pass: a group's chained run (its pieces), a run of the final pass
-WIRE = "dsort-wire"  # an input partition with object columns, ready to travel to its run (dsort.core.frame_wire)
+# a first merge pass: a range of a group of runs, kept as a piece of its chain
+GROUP_MERGE = "dsort-group-merge"
+# a first merge pass: a group's chained run (its pieces), a run of the final pass
+CHAIN = "dsort-chain"
+# an input partition with object columns, ready to travel to its run (dsort.core.frame_wire)
+WIRE = "dsort-wire"
 SORT = "dsort-sort"  # an input chunk (or dataframe partition) sorted in memory (a part of a run)
-INFO = "dsort-info"  # a sorted dataframe partition's row count, string key widths and regular sample
-PLAN = "dsort-plan"  # the dataframe sort's plan: sizes, common widths, sample spacing, outputs, windows
+# a sorted dataframe partition's row count, string key widths and regular sample
+INFO = "dsort-info"
+# the dataframe sort's plan: sizes, common widths, sample spacing, outputs, windows
+PLAN = "dsort-plan"
 SAMPLE = "dsort-sample"  # a part's regular sample
 BOUNDS = "dsort-bounds"  # windows around every cut, from the samples
 WINDOW = "dsort-window"  # a part's keys inside the windows
 SPLITTERS = "dsort-splitters"  # exact cuts, from the windows
 SLICE = "dsort-slice"  # the piece of a part that one output chunk takes
-SLICED = "dsort-sliced"  # a dataframe part's marker: all its slices made (the merges wait for every part's)
-MERGE = "dsort-merge"  # an output chunk or range (or a group of them) merged from its pieces of every run
+# a dataframe part's marker: all its slices made (the merges wait for every part's)
+SLICED = "dsort-sliced"
+# an output chunk or range (or a group of them) merged from its pieces of every run
+MERGE = "dsort-merge"
 SIZES = "dsort-sizes"  # every output partition's rows
 SLICES = "dsort-slices"  # slices of runs read on the worker whose disk holds them, for a merge
 SORTED_KEYS = "dsort-sorted-keys"  # an output chunk's keys
 SORTED_VALUES = "dsort-sorted-values"  # an output chunk's values
-SORTED = "dsort-sorted"  # a sorted dataframe's partitions: its rows of its merge group's result (an alias of a group of one)
+# a sorted dataframe's partitions: its rows of its merge group's result (an alias of a group of one)
+SORTED = "dsort-sorted"
 WRITE = "dsort-write"  # an output part written, with its checksum
 CHECK = "dsort-check"  # a block's valsort summary
 
@@ -120,8 +130,11 @@ def run_again(key, func, *args):
     future = get_client().submit(func, *args, key=key, pure=False)
     try:
         return future.result(), future
-    except CancelledError as e:  # a result it takes is gone from the scheduler (fused into the task that took it)
-        raise OSError(f"task {key} cannot be run again: the scheduler no longer knows a result it takes ({e})") from None
+    # a result it takes is gone from the scheduler (fused into the task that took it)
+    except CancelledError as e:
+        raise OSError(
+            f"task {key} cannot be run again: the scheduler no longer knows a result it takes ({e})"
+        ) from None
 
 
 def _beside(_near, func, *args):
@@ -142,10 +155,10 @@ def task_beside(key, near, func, *args) -> Task:
     """:func:`task` ``(key, func, *args)`` that also depends on task ``near`` (None: none), whose
     value it drops. dask runs a task where most of its inputs' bytes are: tasks whose one input is
     a small shared result (the merges, after the cuts) would all go to the worker holding it; each
-    beside its own run (:func:`beside`; a run's handle holds its sample), they spread as the runs do.
-    Never fused: a merge counts itself done with its runs (the last one frees them), and a copy of
-    it fused into another task (a chunk's ``to_delayed()``, optimized apart) would run again in the
-    same compute, under another name, after the runs were gone."""
+    beside its own run (:func:`beside`; a run's handle holds its sample), they spread as the runs
+    do. Never fused: a merge counts itself done with its runs (the last one frees them), and a copy
+    of it fused into another task (a chunk's ``to_delayed()``, optimized apart) would run again in
+    the same compute, under another name, after the runs were gone."""
     if near is None:
         return _Unfused(key, func, *map(parse_input, args))
     return _Unfused(key, _beside, parse_input(ref(near)), func, *map(parse_input, args))
@@ -174,7 +187,8 @@ def anchors(dsk: dict, token: str, near) -> list:
 
 def beside(keys, t: int, n: int):
     """The key among ``keys`` that task ``t`` of ``n`` goes beside (:func:`task_beside`): spread
-    evenly over them, task ``t`` beside key ``t`` where there are as many; None where ``keys`` is empty."""
+    evenly over them, task ``t`` beside key ``t`` where there are as many; None where ``keys`` is
+    empty."""
     return keys[t * len(keys) // n] if len(keys) else None
 
 
@@ -190,7 +204,9 @@ def each(phase: str, token: str, func, rows, dependencies=()) -> list:
     whose tasks the references name."""
     layer = name(phase, token)
     keys = [(layer, i) for i in range(len(rows))]
-    return handles({k: task(k, func, *row) for k, row in zip(keys, rows)}, keys, layer, dependencies)
+    return handles(
+        {k: task(k, func, *row) for k, row in zip(keys, rows)}, keys, layer, dependencies
+    )
 
 
 def handles(dsk: dict, keys, layer: str | None = None, dependencies=()) -> list:
@@ -201,6 +217,12 @@ def handles(dsk: dict, keys, layer: str | None = None, dependencies=()) -> list:
     from dask.highlevelgraph import HighLevelGraph
 
     keys = list(keys)
-    layer = layer or (keys[0][0] if keys and isinstance(keys[0], tuple) else str(keys[0]) if keys else "dsort-empty")
+    layer = layer or (
+        keys[0][0]
+        if keys and isinstance(keys[0], tuple)
+        else str(keys[0])
+        if keys
+        else "dsort-empty"
+    )
     graph = HighLevelGraph.from_collections(layer, dsk, dependencies=list(dependencies))
     return [Delayed(k, graph, layer=layer) for k in keys]

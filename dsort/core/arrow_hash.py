@@ -112,10 +112,15 @@ def _values(a) -> np.ndarray:
     if isinstance(typ, pa.ExtensionType):
         return _values(a.storage)
     if t.is_dictionary(typ):
-        values = np.append(hashes(a.dictionary), NULL)  # a null index: the last (the dictionary may be empty)
-        return values[a.indices.cast(pa.int64()).fill_null(len(a.dictionary)).to_numpy(zero_copy_only=False)]
+        # a null index: the last (the dictionary may be empty)
+        values = np.append(hashes(a.dictionary), NULL)
+        return values[
+            a.indices.cast(pa.int64()).fill_null(len(a.dictionary)).to_numpy(zero_copy_only=False)
+        ]
     if t.is_boolean(typ):
-        bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[a.offset : a.offset + n]
+        bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[
+            a.offset : a.offset + n
+        ]
         return bits.astype(np.uint64) + _K
     if t.is_string(typ) or t.is_binary(typ) or t.is_large_string(typ) or t.is_large_binary(typ):
         return _bytes(a)
@@ -124,7 +129,9 @@ def _values(a) -> np.ndarray:
     if t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ):
         offsets = a.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
         child = _child(a)
-        return _lists(hashes(child.slice(offsets[0], offsets[-1] - offsets[0])), offsets - offsets[0])
+        return _lists(
+            hashes(child.slice(offsets[0], offsets[-1] - offsets[0])), offsets - offsets[0]
+        )
     if t.is_fixed_size_list(typ):
         k = typ.list_size
         child = a.values.slice(a.offset * k, n * k)
@@ -133,7 +140,9 @@ def _values(a) -> np.ndarray:
         return _fold(np.full(n, _STRUCT), [hashes(f) for f in a.flatten()], mixed=False)
     width = _fixed_width(typ)
     if width:
-        raw = np.frombuffer(a.buffers()[1], np.uint8)[a.offset * width : (a.offset + n) * width].reshape(n, width)
+        raw = np.frombuffer(a.buffers()[1], np.uint8)[
+            a.offset * width : (a.offset + n) * width
+        ].reshape(n, width)
         return _words(raw)
     import pandas as pd
 
@@ -145,7 +154,9 @@ def _child(a):
     import pyarrow as pa
 
     if isinstance(a, pa.MapArray):
-        return pa.StructArray.from_arrays([a.keys, a.items], fields=[a.type.key_field, a.type.item_field])
+        return pa.StructArray.from_arrays(
+            [a.keys, a.items], fields=[a.type.key_field, a.type.item_field]
+        )
     return a.values
 
 
@@ -196,7 +207,9 @@ def _bytes(a) -> np.ndarray:
     times a power of an odd constant by its place, summed)."""
     n = len(a)
     big = a.type.id in (_large_ids())
-    offsets = np.frombuffer(a.buffers()[1], np.int64 if big else np.int32)[a.offset : a.offset + n + 1].astype(np.int64)
+    offsets = np.frombuffer(a.buffers()[1], np.int64 if big else np.int32)[
+        a.offset : a.offset + n + 1
+    ].astype(np.int64)
     data = a.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
     lengths = np.diff(offsets)
@@ -223,15 +236,18 @@ def _gather_bytes(data, offsets, rows):
     return data[src], bounds
 
 
-_LOW = np.array([(1 << (8 * min(k, 8))) - 1 for k in range(17)], np.uint64)  # the bytes of a word that a value of k bytes fills
+# the bytes of a word that a value of k bytes fills
+_LOW = np.array([(1 << (8 * min(k, 8))) - 1 for k in range(17)], np.uint64)
 _HIGH = np.array([(1 << (8 * max(k - 8, 0))) - 1 for k in range(17)], np.uint64)
 
 
 def _padded_words(data, offsets, rows) -> list:
     """Values ``rows`` (each of at most 16 bytes) zero-padded to 16 bytes: two uint64 words,
     16 bytes read at each value's start (one gather), the bytes past its end cleared."""
-    base, end = int(offsets[0]), int(offsets[-1])  # the bytes of this array (a slice may hold fewer than its buffer)
-    padded = np.empty(end - base + 16, np.uint8)  # 16 bytes past the last: a read there stays inside
+    # the bytes of this array (a slice may hold fewer than its buffer)
+    base, end = int(offsets[0]), int(offsets[-1])
+    # 16 bytes past the last: a read there stays inside
+    padded = np.empty(end - base + 16, np.uint8)
     padded[: end - base] = data[base:end]
     padded[end - base :] = 0
     at_any_byte = np.ndarray((end - base + 1,), dtype="V16", buffer=padded, strides=(1,))
@@ -252,7 +268,10 @@ def _polynomial(data, offsets, rows) -> np.ndarray:
     powers = _powers(int(np.diff(bounds).max()) if len(rows) else 0)
     r = 0
     while r < len(rows):
-        e = min(max(int(np.searchsorted(bounds, bounds[r] + _CHUNK_BYTES, "right")) - 1, r + 1), len(rows))
+        e = min(
+            max(int(np.searchsorted(bounds, bounds[r] + _CHUNK_BYTES, "right")) - 1, r + 1),
+            len(rows),
+        )
         lo, hi = int(bounds[r]), int(bounds[e])
         d = got[lo:hi].astype(np.uint64)
         d += np.uint64(1)

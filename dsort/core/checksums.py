@@ -56,7 +56,9 @@ def range_sums(items, threads: int) -> list:
     items = list(items)
     if not items:
         return []
-    with ThreadPoolExecutor(max(1, min(threads, len(items))), thread_name_prefix="dsort-checksum") as pool:
+    with ThreadPoolExecutor(
+        max(1, min(threads, len(items))), thread_name_prefix="dsort-checksum"
+    ) as pool:
         return list(pool.map(lambda it: range_sum(*it), items))
 
 
@@ -71,15 +73,21 @@ class _Apart:
     def __init__(self):
         root = str(Path(__file__).resolve().parents[2])  # this dsort, wherever it was imported from
         read, write = os.pipe()
-        code = f"import sys; sys.path.insert(0, {root!r}); from dsort.core.checksums import _serve; _serve({write})"
+        code = (
+            f"import sys; sys.path.insert(0, {root!r}); from dsort.core.checksums import "
+            f"_serve; _serve({write})"
+        )
         try:
-            self.proc = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, pass_fds=(write,), cwd=root)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", code], stdin=subprocess.PIPE, pass_fds=(write,), cwd=root
+            )
         except BaseException:
             os.close(read)
             raise
         finally:
             os.close(write)
-        self.answers = os.fdopen(read, "rb", buffering=0)  # unbuffered: select sees every byte not yet read
+        # unbuffered: select sees every byte not yet read
+        self.answers = os.fdopen(read, "rb", buffering=0)
         self.owner = os.getpid()  # a forked child has its own helper (the pipes are not shared)
         self.lock = threading.Lock()
         self.broken = False
@@ -98,7 +106,9 @@ class _Apart:
                 raise
             if not isinstance(answer, tuple) or len(answer) != 2 or answer[0] != self.next_id:
                 self.end()
-                raise OSError(f"the checksum process answered out of turn (exit code {self.proc.poll()})")
+                raise OSError(
+                    f"the checksum process answered out of turn (exit code {self.proc.poll()})"
+                )
         if isinstance(answer[1], str):
             raise OSError(answer[1])
         return answer[1]
@@ -173,7 +183,8 @@ def _serve(answers_fd: int) -> None:
     ``answers_fd`` until its input closes."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C of the terminal's group is the parent's to handle
+    # a Ctrl-C of the terminal's group is the parent's to handle
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     out, source = os.fdopen(answers_fd, "wb"), sys.stdin.buffer
     try:
         crc.warm()
@@ -184,19 +195,22 @@ def _serve(answers_fd: int) -> None:
             except Exception as e:  # the parent sums them itself, and says why if that fails too
                 answer = f"{type(e).__name__}: {e}"
             _send(out, (ident, answer))
-    except (OSError, EOFError, ValueError, pickle.PickleError):  # the parent gone (its pipes closed): nothing to answer
+    # the parent gone (its pipes closed): nothing to answer
+    except (OSError, EOFError, ValueError, pickle.PickleError):
         pass
     os._exit(0)  # no interpreter teardown to wait for (the pool's threads, numba's)
 
 
-APART_BYTES_PER_THREAD = 32 << 20  # inputs of more than this a thread have their checksums summed apart
+# inputs of more than this a thread have their checksums summed apart
+APART_BYTES_PER_THREAD = 32 << 20
 
 
 def worth_apart(nbytes: int, threads: int) -> bool:
     """Whether a CPU sort of ``nbytes`` on ``threads`` threads should have its checksums summed by
-    the checksum process: where :mod:`dsort.engine.crc`'s byte tables' 0.2-0.25 GB/s a core (in and out) would cost more
-    than the wait for that process to load numba (1-1.6 s, which a shorter job waits out at its
-    end): above :data:`APART_BYTES_PER_THREAD` a thread, and never at or below ``crc.LOAD_BYTES``."""
+    the checksum process: where :mod:`dsort.engine.crc`'s byte tables' 0.2-0.25 GB/s a core (in and
+    out) would cost more than the wait for that process to load numba (1-1.6 s, which a shorter job
+    waits out at its end): above :data:`APART_BYTES_PER_THREAD` a thread, and never at or below
+    ``crc.LOAD_BYTES``."""
     return nbytes > max(crc.LOAD_BYTES, APART_BYTES_PER_THREAD * max(1, threads))
 
 
@@ -207,7 +221,9 @@ _lock = threading.Lock()
 def _helper():
     """This process's helper, if it has a working one (not one inherited by a fork)."""
     helper = _apart[0] if _apart else None
-    return helper if helper is not None and helper.owner == os.getpid() and not helper.broken else None
+    return (
+        helper if helper is not None and helper.owner == os.getpid() and not helper.broken else None
+    )
 
 
 def start_apart() -> None:
@@ -239,11 +255,15 @@ def sums_apart(items, threads: int) -> list:
     """:func:`range_sums` of ``items`` (``(path, offset, records, record_bytes)``), computed by the
     helper process where :func:`start_apart` started one and it answers; else (none, or it failed)
     here. Paths go to it absolute: it keeps the directory it started in."""
-    items = [(os.path.abspath(path), int(offset), int(records), int(width)) for path, offset, records, width in items]
+    items = [
+        (os.path.abspath(path), int(offset), int(records), int(width))
+        for path, offset, records, width in items
+    ]
     helper = _helper()
     if helper is not None:
         try:
             return helper.sums(items, threads)
-        except Exception:  # broken or failed: summed here (an error of the files themselves is raised here again)
+        # broken or failed: summed here (an error of the files themselves is raised here again)
+        except Exception:
             pass
     return range_sums(items, threads)

@@ -1,10 +1,10 @@
 """Per-chunk functions of the distributed sort: what one task does to the chunks it is given.
 
-Like ``dask/array/chunk.py``: plain functions, called by name from :mod:`dsort.collections.graph`, testable
-without a cluster. Numerics on chunks go through the chunk's engine (NumPy or CuPy, chosen from the
-array type), so one graph runs on CPU and GPU workers alike. A *part* is one sorted chunk of a run,
-held as ``(keys, values)`` with ``values`` None when only keys are sorted. What goes to the
-coordinator (samples, windows) is small and travels as NumPy.
+Like ``dask/array/chunk.py``: plain functions, called by name from :mod:`dsort.collections.graph`,
+testable without a cluster. Numerics on chunks go through the chunk's engine (NumPy or CuPy, chosen
+from the array type), so one graph runs on CPU and GPU workers alike. A *part* is one sorted chunk
+of a run, held as ``(keys, values)`` with ``values`` None when only keys are sorted. What goes to
+the coordinator (samples, windows) is small and travels as NumPy.
 """
 
 from __future__ import annotations
@@ -24,7 +24,10 @@ def local_sort(keys, values, offset, positions, descending, na_position, device=
     merges. With ``device="gpu"``, host (NumPy) chunks are first copied to the worker's GPU,
     where the part then stays for the merges."""
     if device == "gpu":
-        keys, values = [on_gpu(k) for k in keys], None if values is None else [on_gpu(v) for v in values]
+        keys, values = (
+            [on_gpu(k) for k in keys],
+            None if values is None else [on_gpu(v) for v in values],
+        )
     keys, values = joined(keys), None if values is None else joined(values)
     e = engines.get(keys)
     if positions:
@@ -60,13 +63,19 @@ def window(part, offset, windows, run):
     e = engines.get(keys)
     lo, hi = windows
     n = len(keys)
-    return [_own(e.to_numpy(keys[_clip(a - offset, n) : _clip(b - offset, n)])) for a, b in zip(lo[:, run], hi[:, run])]
+    return [
+        _own(e.to_numpy(keys[_clip(a - offset, n) : _clip(b - offset, n)]))
+        for a, b in zip(lo[:, run], hi[:, run])
+    ]
 
 
 def splitters(windows_by_run, windows, run_sizes, targets, descending, na_position):
     """Exact cut rows of a merge (see :func:`dsort.core.plan.boundaries`) from the runs' windows."""
     lo, _ = windows
-    keys = [[_concat_numpy([w[i] for w in parts]) for parts in windows_by_run] for i in range(len(targets))]
+    keys = [
+        [_concat_numpy([w[i] for w in parts]) for parts in windows_by_run]
+        for i in range(len(targets))
+    ]
     cuts = plan.exact_cuts(keys, lo, targets, descending, na_position)
     return plan.boundaries(run_sizes, cuts)
 
@@ -98,7 +107,8 @@ def merge_order(keys_list, descending, na_position):
     runs = [(k, e.arange(s, s + len(k))) for k, s in zip(keys_list, starts)]
     while len(runs) > 1:
         merged = [
-            e.merge(ka, kb, va, vb, descending=descending, na_position=na_position) for (ka, va), (kb, vb) in zip(runs[::2], runs[1::2])
+            e.merge(ka, kb, va, vb, descending=descending, na_position=na_position)
+            for (ka, va), (kb, vb) in zip(runs[::2], runs[1::2])
         ]
         if len(runs) % 2:
             merged.append(runs[-1])
@@ -106,7 +116,8 @@ def merge_order(keys_list, descending, na_position):
     return runs[0]
 
 
-PAIRWISE_KEYS = 1 << 20  # keys a slice on average from which a GPU merges keys alone pairwise (merge_keys)
+# keys a slice on average from which a GPU merges keys alone pairwise (merge_keys)
+PAIRWISE_KEYS = 1 << 20
 
 
 def merge_keys(keys_list, descending, na_position):
@@ -135,7 +146,11 @@ def merge_runs(parts_by_run, descending, na_position):
     nonempty = [r for r in runs if len(r[0])] or runs[:1]
     e = engines.get(nonempty[0][0])
     values = [v for _, v in nonempty]
-    wide = len(nonempty) > 1 and values[0] is not None and values[0].itemsize * math.prod(values[0].shape[1:]) > 8
+    wide = (
+        len(nonempty) > 1
+        and values[0] is not None
+        and values[0].itemsize * math.prod(values[0].shape[1:]) > 8
+    )
     if wide:
         keys, positions = merge_order([k for k, _ in nonempty], descending, na_position)
         return keys, engines.take_rows(e.concatenate(values), positions)
@@ -143,9 +158,13 @@ def merge_runs(parts_by_run, descending, na_position):
         merged = []
         for (ka, va), (kb, vb) in zip(nonempty[::2], nonempty[1::2]):
             if va is None:
-                merged.append((e.merge(ka, kb, descending=descending, na_position=na_position), None))
+                merged.append(
+                    (e.merge(ka, kb, descending=descending, na_position=na_position), None)
+                )
             else:
-                merged.append(e.merge(ka, kb, va, vb, descending=descending, na_position=na_position))
+                merged.append(
+                    e.merge(ka, kb, va, vb, descending=descending, na_position=na_position)
+                )
         if len(nonempty) % 2:
             merged.append(nonempty[-1])
         nonempty = merged

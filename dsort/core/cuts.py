@@ -64,17 +64,25 @@ def cut_runs(job, runs, watch: Stopwatch | None = None, settle_later: bool = Fal
         watch.lap("windows")
         if settle_later and not job.store.local:
             return Windowed(sizes, lo, hi, targets), [R.bare(r) for r in runs]
-        # a cut task run again (its result lost with a worker) may find runs of a worker that is gone
-        window_keys = read_windows(store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q)))
+        # a cut task run again (its result lost with a worker) may find runs of a worker that is
+        # gone
+        window_keys = read_windows(
+            store, job.layout, runs, lo, hi, lambda q: job.remake(q, job.gpu_for(q))
+        )
         watch.lap("read windows")
         cuts = plan.exact_cuts(window_keys, lo, targets, job.descending, job.na_position)
         watch.lap("exact cuts")
     else:  # one run: its cuts are the targets themselves
-        cuts = np.asarray(targets, np.int64).reshape(-1, 1) if runs else np.zeros((len(targets), 0), np.int64)
+        cuts = (
+            np.asarray(targets, np.int64).reshape(-1, 1)
+            if runs
+            else np.zeros((len(targets), 0), np.int64)
+        )
     return plan.boundaries(sizes, cuts), [R.bare(r) for r in runs]
 
 
-GPU_RANKED_SAMPLES = 1 << 16  # from this many samples on, the cuts rank them on a GPU whose ranking this process has run
+# from this many samples on, the cuts rank them on a GPU whose ranking this process has run
+GPU_RANKED_SAMPLES = 1 << 16
 GPU_RANKED_SAMPLES_COLD = 1 << 20  # and from this many on a GPU whose ranking it has not
 
 
@@ -85,7 +93,8 @@ def _samples(job, runs) -> list:
     stay on the host, whose ranking then costs less than the GPU's kernel launches. A process's
     first ranking on the GPU loads its CuPy kernels (0.18 s where ``dsort build-kernels`` has
     cached them, 2.3 s where not): below :data:`GPU_RANKED_SAMPLES_COLD` that first one is done on
-    the host while a thread loads them (:func:`warm_ranking`), and the next sorts rank on the GPU."""
+    the host while a thread loads them (:func:`warm_ranking`), and the next sorts rank on the
+    GPU."""
     samples = [r.sample for r in runs]
     gpu = getattr(job, "gpu", False) or getattr(job, "gpus", ())
     n = sum(len(x) for x in samples)
@@ -99,7 +108,9 @@ def _samples(job, runs) -> list:
     return dev.xp_of(on).split(on, np.cumsum([len(x) for x in samples])[:-1].tolist())
 
 
-_ranking_warm: dict = {}  # (dtype, descending, na_position) -> threading.Event, set once this process ranked such samples on a GPU
+# (dtype, descending, na_position) -> threading.Event, set once this process ranked such samples on
+# a GPU
+_ranking_warm: dict = {}
 _ranking_lock = threading.Lock()
 
 
@@ -117,7 +128,14 @@ def warm_ranking(kind, sample, runs: int, spacing: int) -> bool:
                 try:
                     with on_stream(device):
                         on = chunk.on_gpu(few)
-                        plan.windows([on] * runs, [len(few) * spacing] * runs, spacing, [len(few) * spacing], kind[1], kind[2])
+                        plan.windows(
+                            [on] * runs,
+                            [len(few) * spacing] * runs,
+                            spacing,
+                            [len(few) * spacing],
+                            kind[1],
+                            kind[2],
+                        )
                     done.set()
                 except Exception:  # noqa: BLE001 (a warm-up: the host keeps ranking)
                     logger.debug("warming the GPU ranking of samples failed", exc_info=True)
@@ -134,17 +152,32 @@ def read_windows(store, layout, runs, lo, hi, recover=None):
     worker that is gone made again by ``recover``, as the merges do). ``layout`` None: the runs'
     rows are their keys (a dataframe's, each run at its own width), ``[t][q]`` lists."""
     if layout is None:
-        items = [(t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]]
+        items = [
+            (t, q) for t in range(lo.shape[0]) for q in range(len(runs)) if hi[t, q] > lo[t, q]
+        ]
         got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for t, q in items], recover=recover)
-        out = [[np.empty((0, r.row_bytes or store.config.row_bytes), np.uint8) for r in runs] for _ in range(lo.shape[0])]
+        out = [
+            [np.empty((0, r.row_bytes or store.config.row_bytes), np.uint8) for r in runs]
+            for _ in range(lo.shape[0])
+        ]
         for (t, q), k in zip(items, got):
             out[t][q] = k
         return out
     kb = layout.key_bytes
     lengths = np.maximum(np.asarray(hi, np.int64) - np.asarray(lo, np.int64), 0)
     per_run = [store.gather(r, lo[:, q], hi[:, q], kb) for q, r in enumerate(runs)]
-    rest = [(q, t) for q, g in enumerate(per_run) if g is None for t in range(lo.shape[0]) if lengths[t, q]]
-    got = store.read_many([(runs[q], lo[t, q], hi[t, q]) for q, t in rest], recover=recover) if rest else []
+    rest = [
+        (q, t)
+        for q, g in enumerate(per_run)
+        if g is None
+        for t in range(lo.shape[0])
+        if lengths[t, q]
+    ]
+    got = (
+        store.read_many([(runs[q], lo[t, q], hi[t, q]) for q, t in rest], recover=recover)
+        if rest
+        else []
+    )
     at = 0
     for q, g in enumerate(per_run):
         if g is None:
@@ -159,7 +192,8 @@ def _key_windows(layout, per_run, lengths):
     """The :class:`~dsort.core.plan.Windows` of each run's windows' key bytes (``per_run[q]``: run
     ``q``'s, joined cut by cut, C-contiguous) as ``layout``'s keys."""
     kb = layout.key_bytes
-    keys_of = R.Layout(kb, kb, layout.dtype).keys  # the key bytes gathered: whole rows of this layout
+    # the key bytes gathered: whole rows of this layout
+    keys_of = R.Layout(kb, kb, layout.dtype).keys
     return plan.Windows.from_runs([keys_of(g) for g in per_run], lengths)
 
 
@@ -177,22 +211,42 @@ def settled_slices(job, cut, t: int, gpu=None, recover=None, watch=None) -> tupl
     first = lo.min(axis=0) if t > 0 else np.zeros_like(w.sizes)
     end = hi.max(axis=0) if t < len(w.targets) else w.sizes
     items = [(run, first[q], end[q]) for q, run in enumerate(runs) if end[q] > first[q]]
-    got = dict(zip([q for q in range(len(runs)) if end[q] > first[q]], R.store(job.store).read_many(items, gpu, recover)))
+    got = dict(
+        zip(
+            [q for q in range(len(runs)) if end[q] > first[q]],
+            R.store(job.store).read_many(items, gpu, recover),
+        )
+    )
     if watch is not None:
         sync(gpu)
         watch.lap("read runs")
     lengths = np.maximum(hi - lo, 0)
     kb = job.layout.key_bytes
-    parts = [got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb] for q in range(len(runs)) for i in range(len(inner)) if lengths[i, q]]
-    joined = dev.to_host(engines.get(parts[0]).concatenate(parts)) if parts else np.empty((0, kb), np.uint8)
+    parts = [
+        got[q][lo[i, q] - first[q] : hi[i, q] - first[q], :kb]
+        for q in range(len(runs))
+        for i in range(len(inner))
+        if lengths[i, q]
+    ]
+    joined = (
+        dev.to_host(engines.get(parts[0]).concatenate(parts))
+        if parts
+        else np.empty((0, kb), np.uint8)
+    )
     if watch is not None:
         watch.lap("gather windows")
     ends = np.cumsum(lengths.sum(axis=0))
-    windows = _key_windows(job.layout, [joined[e - n : e] for e, n in zip(ends, lengths.sum(axis=0))], lengths)
+    windows = _key_windows(
+        job.layout, [joined[e - n : e] for e, n in zip(ends, lengths.sum(axis=0))], lengths
+    )
     exact = plan.exact_cuts(windows, lo, w.targets[inner], job.descending, job.na_position)
     lower = np.zeros_like(w.sizes) if t == 0 else exact[0]
     upper = w.sizes if t == len(w.targets) else exact[-1]
-    slices = [got[q][lower[q] - first[q] : upper[q] - first[q]] for q in range(len(runs)) if upper[q] > lower[q]]
+    slices = [
+        got[q][lower[q] - first[q] : upper[q] - first[q]]
+        for q in range(len(runs))
+        if upper[q] > lower[q]
+    ]
     if watch is not None:
         watch.lap("settle cuts")
     return (np.stack([lower, upper]), *cut[1:]), items, slices

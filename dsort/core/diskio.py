@@ -34,7 +34,8 @@ def pwrite_all(fd: int, buf, offset: int) -> None:
 
 
 class BlockFiles:
-    """Open run files, one read-only handle per path, for the reads of one block (closed at its end)."""
+    """Open run files, one read-only handle per path, for the reads of one block (closed at its
+    end)."""
 
     def __enter__(self):
         self._fds: dict = {}
@@ -60,16 +61,17 @@ class BlockFiles:
 class Handles:
     """Run files mapped into memory for a store's life, read as views: every merge reads a slice of
     every run, and a slice's cost is then a view of pages already in the page cache, no system
-    call, no lock held across it, no copy (one copy per slice through ``pread`` was most of a merge's
-    time: on 16 threads 20-55 us a slice with the GIL, 1,756 runs x 42 ranges of them; opening each
-    file again for each slice, 385 runs x 385 ranges, cost more than reading it). Each mapping holds
-    a file handle (CPython's mmap keeps one): at most :data:`MAX_MAPS` are kept, within the
-    process's open-file limit, the oldest dropped first (views already handed out keep theirs).
-    Run files are written as new files (:func:`write_file`), never over a mapped one, so a view
-    taken before a run is written again keeps the old pages."""
+    call, no lock held across it, no copy (one copy per slice through ``pread`` was most of a
+    merge's time: on 16 threads 20-55 us a slice with the GIL, 1,756 runs x 42 ranges of them;
+    opening each file again for each slice, 385 runs x 385 ranges, cost more than reading it). Each
+    mapping holds a file handle (CPython's mmap keeps one): at most :data:`MAX_MAPS` are kept,
+    within the process's open-file limit, the oldest dropped first (views already handed out keep
+    theirs). Run files are written as new files (:func:`write_file`), never over a mapped one, so a
+    view taken before a run is written again keeps the old pages."""
 
     def __init__(self):
-        self._maps: dict = {}  # path -> (its bytes as a NumPy view, the mapping or None for an empty file)
+        # path -> (its bytes as a NumPy view, the mapping or None for an empty file)
+        self._maps: dict = {}
         self._lock = threading.Lock()
         self._cap = max(16, min(MAX_MAPS, open_file_limit() // 4))
 
@@ -121,11 +123,13 @@ class Handles:
         start = offset - offset % page
         end = min(len(mm), -(-(offset + nbytes) // page) * page)
         if end > start:
-            with contextlib.suppress(OSError, ValueError):  # advice only (locked pages, a closed mapping)
+            # advice only (locked pages, a closed mapping)
+            with contextlib.suppress(OSError, ValueError):
                 mm.madvise(mmap.MADV_DONTNEED, start, end - start)
 
     def forget(self, path) -> None:
-        """Drop ``path``'s mapping, if any (the file was removed, or is about to be written again)."""
+        """Drop ``path``'s mapping, if any (the file was removed, or is about to be written
+        again)."""
         with self._lock:
             self._maps.pop(path, None)
 
@@ -155,7 +159,8 @@ def open_file_limit() -> int:
 
 
 def read_file(path, offset: int, rows: int, row_bytes: int) -> np.ndarray:
-    """``rows`` rows of ``row_bytes`` bytes at byte ``offset`` of ``path``, as ``(rows, row_bytes)`` uint8."""
+    """``rows`` rows of ``row_bytes`` bytes at byte ``offset`` of ``path``, as ``(rows, row_bytes)``
+    uint8."""
     with BlockFiles() as files:
         return files.read(path, offset, rows, row_bytes)
 

@@ -1,9 +1,11 @@
 """dsort's error types, for every layer: bad input and impossible limits (the command line prints
-the message as one line and exits 2), and jobs that could not finish or failed their check (exit 1)."""
+the message as one line and exits 2), and jobs that could not finish or failed their check (exit
+1)."""
 
 
 class InputError(ValueError):
-    """Input or output paths that dsort refuses, with a message meant for the person who gave them."""
+    """Input or output paths that dsort refuses, with a message meant for the person who gave
+    them."""
 
 
 class LimitError(InputError):
@@ -11,7 +13,8 @@ class LimitError(InputError):
 
 
 class JobFailed(Exception):
-    """The job could not finish: the cluster lost its workers (exit status 1, like a failed check)."""
+    """The job could not finish: the cluster lost its workers (exit status 1, like a failed
+    check)."""
 
 
 class CheckFailed(JobFailed):

@@ -6,12 +6,12 @@ Three phases, one dask task graph (built by :func:`dsort.io._fixed.graph` for th
 ``dsort-run``    one task per input block: read the block (into a reused page-locked buffer on a
                  GPU), sort it on its engine (records: the keys with their row positions, then
                  every row moved once), keep the sorted run in the run store
-                 (:mod:`dsort.core.runs`: GPU, host memory or the job's directory) and return a small
-                 :class:`~dsort.core.runs.Run` handle with the run's regular sample, plus the block's
-                 checksum summary.
+                 (:mod:`dsort.core.runs`: GPU, host memory or the job's directory) and return a
+                 small :class:`~dsort.core.runs.Run` handle with the run's regular sample, plus the
+                 block's checksum summary.
 ``dsort-cuts``   one task: the exact cut of every output range in every run, from the samples
-                 (:func:`dsort.core.plan.windows`) and then the few keys inside each window read from
-                 the runs (:func:`dsort.core.plan.exact_cuts`). No bulk data moves.
+                 (:func:`dsort.core.plan.windows`) and then the few keys inside each window read
+                 from the runs (:func:`dsort.core.plan.exact_cuts`). No bulk data moves.
 ``dsort-merge``  one task per output range: read its slice of every run, merge the slices (merge
                  path on a GPU), and write the rows at the range's exact byte offset of the
                  pre-allocated output; writeback to disk starts at once. Returns the range's
@@ -73,8 +73,11 @@ class FirstPass:
         if token is None:
             state = tuple(getattr(self, f.name) for f in fields(self))
             try:
-                token = hashlib.sha256(pickle.dumps((type(self).__qualname__, state), protocol=5)).hexdigest()
-            except (pickle.PicklingError, TypeError, AttributeError):  # a field that does not pickle: this object's own
+                token = hashlib.sha256(
+                    pickle.dumps((type(self).__qualname__, state), protocol=5)
+                ).hexdigest()
+            # a field that does not pickle: this object's own
+            except (pickle.PicklingError, TypeError, AttributeError):
                 token = uuid.uuid4().hex
             object.__setattr__(self, "_token", token)  # a frozen dataclass: not one of its fields
         return token
@@ -92,7 +95,11 @@ class FirstPass:
         """This job as the final pass sees it: after a first pass, the chains' sample spacing
         (``chain_spacing``, chosen for few chains and many ranges; the runs' is for a group's few
         runs and ranges, and a finer one costs memory: the cuts hold every sample)."""
-        return replace(self, spacing=self.chain_spacing) if self.groups and self.chain_spacing else self
+        return (
+            replace(self, spacing=self.chain_spacing)
+            if self.groups and self.chain_spacing
+            else self
+        )
 
     def piece_index(self, g: int, t: int) -> int:
         """The run-store index of group ``g``'s piece ``t``."""
@@ -136,17 +143,21 @@ class RunJob(FirstPass):
     sorts: each kind adds its own fields (the file sort's :class:`Job`; arrays'
     :class:`~dsort.collections.external.ArrayJob`; frames'
     :class:`~dsort.collections.fixed_frames.FixedFrameJob` and
-    :class:`~dsort.collections.frame_runs.FrameJob`). Small and frozen: it travels with every task."""
+    :class:`~dsort.collections.frame_runs.FrameJob`). Small and frozen: it travels with every
+    task."""
 
     store: R.StoreConfig  # where the runs are kept
     spacing: int  # the runs' sample spacing
-    layout: R.Layout | None = None  # fixed-width rows: the key's bytes, then the rest (None: rows vary)
+    # fixed-width rows: the key's bytes, then the rest (None: rows vary)
+    layout: R.Layout | None = None
     range_rows: tuple = ()  # rows of every output range (merge group), in order, where known
     descending: bool = False
     na_position: str = "last"
-    groups: tuple = ()  # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
+    # ((first run, end run), ...): groups merged by a first pass into chains; () for one pass
+    groups: tuple = ()
     group_ranges: tuple = ()  # rows of each group's first-pass ranges, per group
-    chain_spacing: int = 0  # the chains' sample spacing, where there is a first pass (FirstPass.final)
+    # the chains' sample spacing, where there is a first pass (FirstPass.final)
+    chain_spacing: int = 0
 
     def gpu_for(self, t: int):
         """The GPU of task ``t`` (None: the CPU)."""
@@ -163,7 +174,8 @@ class Job(RunJob):
     out_offset: int  # where the rows start in it (after a .npy header)
     gpus: tuple = ()  # CUDA devices to use, () for the CPU
     gpu_tasks: int = 1  # tasks at once on each GPU (the block and range sizes assume no more)
-    checksums_apart: bool = False  # on the CPU: checksums summed from the files by their own process (checksums.sums_apart)
+    # on the CPU: checksums summed from the files by their own process (checksums.sums_apart)
+    checksums_apart: bool = False
 
     @property
     def sizes(self):
@@ -196,7 +208,9 @@ def _on(gpu, job: Job | None = None):
         yield
         return
     with _slots_lock:
-        slots = _slots.setdefault((job.id if job else "", gpu), threading.BoundedSemaphore(job.gpu_tasks if job else 1))
+        slots = _slots.setdefault(
+            (job.id if job else "", gpu), threading.BoundedSemaphore(job.gpu_tasks if job else 1)
+        )
     with slots, on_stream(gpu):
         yield
 
@@ -205,7 +219,8 @@ def _on(gpu, job: Job | None = None):
 
 
 def run_task(job: Job, i: int):
-    """Read input block ``i``, sort it, keep it as run ``i``: ``(Run, input Summary, stage times)``."""
+    """Read input block ``i``, sort it, keep it as run ``i``: ``(Run, input Summary, stage
+    times)``."""
     gpu = job.gpu_for(i)
     watch = Stopwatch()
     with _on(gpu, job):
@@ -223,14 +238,18 @@ def _make_run(job: Job, i: int, watch: Stopwatch, gpu):
     else:
         fd = os.open(path, os.O_RDONLY)
         try:
-            rows = dev.upload(n * lay.row_bytes, lambda buf, off: diskio.pread_into(fd, buf, offset + off), gpu).reshape(n, lay.row_bytes)
+            rows = dev.upload(
+                n * lay.row_bytes, lambda buf, off: diskio.pread_into(fd, buf, offset + off), gpu
+            ).reshape(n, lay.row_bytes)
         finally:
             os.close(fd)
         watch.lap("read + copy in")
     if gpu is None and job.checksums_apart:
         summary = None  # summed from the input file by the checksum process (Job.checksums_apart)
     else:
-        summary = valsort.Summary(records=n, checksum=valsort.checksum(rows), bytes=n * lay.row_bytes)
+        summary = valsort.Summary(
+            records=n, checksum=valsort.checksum(rows), bytes=n * lay.row_bytes
+        )
         sync(gpu)
         watch.lap("checksum")
     return sort_and_keep(job, i, rows, watch, gpu), summary
@@ -261,7 +280,9 @@ def sort_and_keep(job: RunJob, i: int, rows, watch: Stopwatch, gpu=None) -> R.Ru
         # the sort's cuts will rank their samples on a GPU, maybe in this process, in this sort or a
         # later one: a process that has not ranked such samples yet ranks them on the host, many
         # times slower (BENCHMARKS.md section 7), so this one warms up now
-        cuts.warm_ranking((sample.dtype.str, bool(job.descending), job.na_position), sample, 2, job.spacing)
+        cuts.warm_ranking(
+            (sample.dtype.str, bool(job.descending), job.na_position), sample, 2, job.spacing
+        )
     return run
 
 
@@ -285,7 +306,8 @@ def merge_task(job: Job, cut, t: int):
         if merged is None:
             return valsort.Summary(), watch.times
         keys, rows = merged
-        apart = gpu is None and job.checksums_apart  # the output's checksum summed from the file afterwards
+        # the output's checksum summed from the file afterwards
+        apart = gpu is None and job.checksums_apart
         summary = valsort.summarize(keys, rows, descending=job.descending, with_checksum=not apart)
         sync(gpu)
         watch.lap("order check" if apart else "checksum")
@@ -297,7 +319,11 @@ def merge_task(job: Job, cut, t: int):
 def _slice_items(cut, t: int) -> list:
     """Output range ``t``'s nonempty slices of the runs: ``(run, lo, hi)``."""
     bounds, runs = cut
-    return [(run, bounds[t, q], bounds[t + 1, q]) for q, run in enumerate(runs) if bounds[t + 1, q] > bounds[t, q]]
+    return [
+        (run, bounds[t, q], bounds[t + 1, q])
+        for q, run in enumerate(runs)
+        if bounds[t + 1, q] > bounds[t, q]
+    ]
 
 
 # -- a first merge pass, where the runs are more than one pass merges --------------------------
@@ -310,7 +336,8 @@ def handle(result):
 
 
 def group_cuts_task(job: RunJob, g: int, results):
-    """The exact cuts of group ``g``'s first-pass ranges in its runs (the run tasks' ``results``)."""
+    """The exact cuts of group ``g``'s first-pass ranges in its runs (the run tasks'
+    ``results``)."""
     runs = [handle(r) for r in results]
     return cut_runs(job.group(g, runs), runs)
 
@@ -336,7 +363,9 @@ def _merge_piece(job: RunJob, cut, g: int, t: int, watch: Stopwatch, gpu, fetche
             merged = job.layout.keys(rows), rows
         keys, rows = merged
         start, step = plan.sample_positions(first, job.final().spacing)
-        piece = R.store(job.store).put(job.piece_index(g, t), rows, sample=dev.to_host(keys[start::step]))
+        piece = R.store(job.store).put(
+            job.piece_index(g, t), rows, sample=dev.to_host(keys[start::step])
+        )
         sync(gpu)
         watch.lap("keep piece" if piece.tier != "disk" else "write piece")
         return piece
@@ -354,7 +383,8 @@ def chain_task(job: RunJob, g: int, results):
         for k, v in t.items():
             times[f"first pass: {k}"] = times.get(f"first pass: {k}", 0.0) + v
     s = R.store(job.store)
-    if s.address is None:  # no dask worker: this process holds every run, and none is computed again
+    # no dask worker: this process holds every run, and none is computed again
+    if s.address is None:
         a, b = job.groups[g]
         s.free(range(a, b))
     return R.Chain(job.store.job, g, pieces), times
@@ -379,7 +409,8 @@ def merge_rows(job: RunJob, cut, t: int, watch: Stopwatch, gpu=None, fetched=Non
     where the job can (:meth:`FirstPass.recovery`)."""
     lay = job.layout
     store, recover = R.store(job.store), job.recovery(gpu)
-    if isinstance(cut[0], Windowed):  # its cuts settled here (cut_runs' settle_later), from the rows it reads
+    # its cuts settled here (cut_runs' settle_later), from the rows it reads
+    if isinstance(cut[0], Windowed):
         _, items, slices = settled_slices(job, cut, t, gpu, recover, watch)
     else:
         items = _slice_items(cut, t)
@@ -389,8 +420,12 @@ def merge_rows(job: RunJob, cut, t: int, watch: Stopwatch, gpu=None, fetched=Non
     if not slices:
         return None
     if lay.payload:  # the keys' positions carry the payload
-        keys, perm = chunk.merge_order([lay.keys(s) for s in slices], job.descending, job.na_position)
-        rows = engines.take_rows(engines.get(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm)
+        keys, perm = chunk.merge_order(
+            [lay.keys(s) for s in slices], job.descending, job.na_position
+        )
+        rows = engines.take_rows(
+            engines.get(slices[0]).concatenate(slices) if len(slices) > 1 else slices[0], perm
+        )
     else:
         keys = chunk.merge_keys([lay.keys(s) for s in slices], job.descending, job.na_position)
         if len(slices) == 1:  # the slice itself: a view of a run (a file's mapping, read-only)

@@ -6,11 +6,11 @@ keys, in order: byte rows encoded at the partition's own string widths, so no pa
 comes first; or, for one column of NumPy numbers sorted on the host, one uint64 word per row,
 :meth:`dsort.core.frame_keys.KeySpec.words`, which NumPy sorts as numbers, with no bytes to pack).
 The exact cuts come from the keys alone, as for arrays: a regular sample of every part, windows
-around every cut, the keys inside them (:mod:`dsort.core.plan`); every key that travels is first brought
-to the common widths (:func:`dsort.core.frame_keys.widen`). Each part's kinds (the types of its
-object columns' values) travel with its widths, and the plan refuses parts whose keys do not compare
-(:func:`dsort.core.frame_keys.join_kinds`). Each output partition then takes its slice
-of every part and merges them by their keys: stable, ties in input order.
+around every cut, the keys inside them (:mod:`dsort.core.plan`); every key that travels is first
+brought to the common widths (:func:`dsort.core.frame_keys.widen`). Each part's kinds (the types of
+its object columns' values) travel with its widths, and the plan refuses parts whose keys do not
+compare (:func:`dsort.core.frame_keys.join_kinds`). Each output partition then takes its slice of
+every part and merges them by their keys: stable, ties in input order.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class Sorted:
         size of a few bytes would let it move whole parts between workers instead."""
         return frame_bytes(self.frame) + self.keys.nbytes + object.__sizeof__(self)
 
-    def __reduce__(self):  # moved or spilled: arrays in object columns as Arrow (dsort.core.frame_wire)
+    # moved or spilled: arrays in object columns as Arrow (dsort.core.frame_wire)
+    def __reduce__(self):
         return (_sorted_again, (wire(self.frame), self.keys, self.widths, self.kinds))
 
 
@@ -71,7 +72,8 @@ def _sorted_again(frame, keys, widths, kinds) -> Sorted:
 class Plan:
     """What the cuts and merges need, once the parts are sorted: their sizes, the common string
     widths, the sample spacing, the output partitions' sizes (balanced to within one row) and the
-    windows ``(lo, hi)`` of every part around every cut (:func:`dsort.core.plan.windows`), from the samples."""
+    windows ``(lo, hi)`` of every part around every cut (:func:`dsort.core.plan.windows`), from the
+    samples."""
 
     sizes: tuple
     widths: tuple
@@ -83,7 +85,11 @@ class Plan:
     @property
     def group_sizes(self) -> tuple:
         """Rows of every merge group (consecutive outputs merged as one)."""
-        return tuple(self.out_sizes) if self.starts is None else plan.group_sums(self.out_sizes, self.starts)
+        return (
+            tuple(self.out_sizes)
+            if self.starts is None
+            else plan.group_sums(self.out_sizes, self.starts)
+        )
 
     @property
     def targets(self):
@@ -107,11 +113,17 @@ def sort_part(parts, spec: KeySpec, widths=None, device=None, words=False) -> So
     partitions are brought to their common widths, and refused where their kinds do not compare
     (:func:`dsort.core.frame_keys.join_kinds`). cudf partitions: their keys made from their key
     columns (:func:`dsort.core.frame_cudf.key_frame`), their rows gathered on the GPU."""
-    frames = [parts] if isinstance(parts, (pd.DataFrame, Wired)) or frame_cudf.is_cudf(parts) else list(parts)
-    frames = [unwire(f) for f in frames]  # partitions that travelled here (wired where they were made)
+    frames = (
+        [parts]
+        if isinstance(parts, (pd.DataFrame, Wired)) or frame_cudf.is_cudf(parts)
+        else list(parts)
+    )
+    # partitions that travelled here (wired where they were made)
+    frames = [unwire(f) for f in frames]
     with host.pooled():
         if words and spec.word and device is None and not frame_cudf.is_cudf(frames[0]):
-            keys, widths, kinds = _joined([spec.words(f) for f in frames]), (0,), ()  # NumPy numbers: no kinds
+            # NumPy numbers: no kinds
+            keys, widths, kinds = _joined([spec.words(f) for f in frames]), (0,), ()
         else:
             by = frame_cudf.key_frame if frame_cudf.is_cudf(frames[0]) else None
             encoded = [spec.encode_part(by(f, spec.by) if by else f, widths) for f in frames]
@@ -134,7 +146,9 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     columns and indexes, and columns whose dtype differs between the frames, through pandas.
     ``index=False``: the result's index is a plain range (the caller sets its own). cudf frames:
     :func:`dsort.core.frame_cudf.gather`, on the GPU."""
-    frames = [frames] if isinstance(frames, pd.DataFrame) or frame_cudf.is_cudf(frames) else list(frames)
+    frames = (
+        [frames] if isinstance(frames, pd.DataFrame) or frame_cudf.is_cudf(frames) else list(frames)
+    )
     if frame_cudf.is_cudf(frames[0]):
         return frame_cudf.gather(frames, order, index)
     order = np.asarray(order, dtype=np.intp)
@@ -142,7 +156,8 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     if any(not f.columns.equals(first.columns) for f in frames[1:]):  # pandas aligns them by label
         whole = pd.concat(frames).iloc[order]
         return whole if index else whole.set_axis(pd.RangeIndex(len(order)))
-    frames = joinable(frames)  # columns carried as Arrow, of other Arrow types in some: objects again
+    # columns carried as Arrow, of other Arrow types in some: objects again
+    frames = joinable(frames)
     first = frames[0]
     columns, slow = {}, []
     for j in range(first.shape[1]):
@@ -152,11 +167,17 @@ def gather(frames, order, index=True) -> pd.DataFrame:
         else:
             columns[j] = got
     if slow:
-        rest = first.iloc[order, slow] if len(frames) == 1 else pd.concat([f.iloc[:, slow] for f in frames]).iloc[order]
+        rest = (
+            first.iloc[order, slow]
+            if len(frames) == 1
+            else pd.concat([f.iloc[:, slow] for f in frames]).iloc[order]
+        )
     if not index:
         labels = pd.RangeIndex(len(order))
     elif (labels := _take_index([f.index for f in frames], order)) is None:
-        labels = rest.index if slow else first.index.append([f.index for f in frames[1:]]).take(order)
+        labels = (
+            rest.index if slow else first.index.append([f.index for f in frames[1:]]).take(order)
+        )
     # the arrays as they are (NumPy's, Arrow's), under names of their own until the frame's are set
     out = pd.DataFrame({f"c{j}": a for j, a in columns.items()}, index=labels, copy=False)
     if slow:  # as Series: an object column stays one (as an array, pandas would infer strings)
@@ -187,7 +208,8 @@ def _take_column(pieces, order):
     import pyarrow as pa
 
     small = not (pa.types.is_large_string(kind) or pa.types.is_large_binary(kind))
-    if small and len(order) * rows.dtype.itemsize > np.iinfo(np.int32).max:  # more than its offsets count (repeats)
+    # more than its offsets count (repeats)
+    if small and len(order) * rows.dtype.itemsize > np.iinfo(np.int32).max:
         return None
     values = _from_rows(host.take(rows, order), kind, dtype)
     return values if values.dtype == dtype else None
@@ -197,11 +219,15 @@ def _take_index(indexes, order):
     """The indexes end to end at ``order``, where each is a range or a plain index of NumPy
     integers, floats or booleans, all of one dtype and name; else None (pandas takes it)."""
     first = indexes[0]
-    numbers = [type(ix) is pd.Index and isinstance(ix.dtype, np.dtype) and ix.dtype.kind in "biuf" for ix in indexes]
+    numbers = [
+        type(ix) is pd.Index and isinstance(ix.dtype, np.dtype) and ix.dtype.kind in "biuf"
+        for ix in indexes
+    ]
     plain = all(type(ix) is pd.RangeIndex or number for ix, number in zip(indexes, numbers))
     if not plain or any(ix.name != first.name or ix.dtype != first.dtype for ix in indexes):
         return None
-    if len(indexes) == 1 and isinstance(first, pd.RangeIndex):  # start + step * position: no values made
+    # start + step * position: no values made
+    if len(indexes) == 1 and isinstance(first, pd.RangeIndex):
         values = np.multiply(order, first.step, out=host.empty(len(order), np.int64))
         values += first.start
         return pd.Index(values, name=first.name, copy=False)
@@ -227,7 +253,12 @@ def _arrow_strings(dtype) -> bool:
     if isinstance(dtype, pd.StringDtype):
         return dtype.storage != "python"
     t = dtype.pyarrow_dtype if isinstance(dtype, pd.ArrowDtype) else None
-    return t is not None and (pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t))
+    return t is not None and (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )
 
 
 def _fixed_width(pieces):
@@ -248,7 +279,9 @@ def _fixed_width(pieces):
         if not len(c):
             continue
         _, offsets, data = c.buffers()
-        offsets = np.frombuffer(offsets, np.int64 if large else np.int32)[c.offset : c.offset + len(c) + 1]
+        offsets = np.frombuffer(offsets, np.int64 if large else np.int32)[
+            c.offset : c.offset + len(c) + 1
+        ]
         size = int(offsets[-1]) - int(offsets[0])
         width = size // len(c) if width is None else width
         if not width or size != width * len(c):
@@ -256,8 +289,11 @@ def _fixed_width(pieces):
         lengths = np.subtract(offsets[1:], offsets[:-1], out=host.empty(len(c), offsets.dtype))
         if not np.equal(lengths, width, out=host.empty(len(c), bool)).all():
             return None
-        rows.append(np.frombuffer(data, np.uint8)[int(offsets[0]) : int(offsets[-1])].view(f"V{width}"))
-    if not large and sum(len(r) for r in rows) * width > np.iinfo(np.int32).max:  # more than its offsets can count
+        rows.append(
+            np.frombuffer(data, np.uint8)[int(offsets[0]) : int(offsets[-1])].view(f"V{width}")
+        )
+    # more than its offsets can count
+    if not large and sum(len(r) for r in rows) * width > np.iinfo(np.int32).max:
         return None
     return rows[0] if len(rows) == 1 else host.concatenate(rows)
 
@@ -271,7 +307,9 @@ def _from_rows(rows: np.ndarray, arrow_type, dtype):
     large = pa.types.is_large_string(arrow_type) or pa.types.is_large_binary(arrow_type)
     offsets = host.arange(n + 1, np.int64 if large else np.int32)
     offsets *= width
-    arr = pa.Array.from_buffers(arrow_type, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(rows))])
+    arr = pa.Array.from_buffers(
+        arrow_type, n, [None, pa.py_buffer(offsets), pa.py_buffer(np.ascontiguousarray(rows))]
+    )
     return pd.array(pa.chunked_array([arr], type=arrow_type), dtype=dtype)
 
 
@@ -295,8 +333,17 @@ def make_plan(spec: KeySpec, partitions: int, starts, *infos) -> Plan:
     sizes = tuple(int(n) for n, *_ in infos)
     widths = common_widths([w for _, w, *_ in infos])
     spacing = max((s for n, _, s, *_ in infos if n), default=1)
-    p = Plan(sizes, widths, spacing, plan.balanced(sum(sizes), partitions), starts=None if starts is None else tuple(starts))
-    return replace(p, windows=bounds(p, *[widen(spec, x[:: spacing // s], w, widths) for _, w, s, x, _ in infos]))
+    p = Plan(
+        sizes,
+        widths,
+        spacing,
+        plan.balanced(sum(sizes), partitions),
+        starts=None if starts is None else tuple(starts),
+    )
+    return replace(
+        p,
+        windows=bounds(p, *[widen(spec, x[:: spacing // s], w, widths) for _, w, s, x, _ in infos]),
+    )
 
 
 def part_keys(spec, part: Sorted, p: Plan, lo=0, hi=None, step=1):
@@ -328,12 +375,14 @@ def window(spec: KeySpec, part: Sorted, p: Plan, q: int) -> list:
 
 
 def cuts(p: Plan, *window_keys):
-    """The exact cut rows ``(outputs + 1, parts)``: output ``t`` takes rows ``[b[t, q], b[t + 1, q])``
-    of part ``q``."""
+    """The exact cut rows ``(outputs + 1, parts)``: output ``t`` takes rows ``[b[t, q], b[t + 1,
+    q])`` of part ``q``."""
     if len(p.sizes) < 2 or not len(p.targets):  # one part: its cuts are the targets themselves
         exact = np.asarray(p.targets, np.int64).reshape(-1, len(p.sizes))
     else:
-        exact = plan.exact_cuts([[w[t] for w in window_keys] for t in range(len(p.targets))], p.windows[0], p.targets)
+        exact = plan.exact_cuts(
+            [[w[t] for w in window_keys] for t in range(len(p.targets))], p.windows[0], p.targets
+        )
     return plan.boundaries(p.sizes, exact)
 
 
@@ -358,7 +407,8 @@ def wired_result(func, *args):
 def take(spec: KeySpec, part: Sorted, p: Plan, cut, t: int, q: int):
     """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``."""
     a, b = int(cut[t, q]), int(cut[t + 1, q])
-    return wire(part.frame.iloc[a:b]), part_keys(spec, part, p, a, b)  # it may travel: arrays in object columns as Arrow
+    # it may travel: arrays in object columns as Arrow
+    return wire(part.frame.iloc[a:b]), part_keys(spec, part, p, a, b)
 
 
 def sliced(*pieces) -> int:
@@ -387,7 +437,8 @@ def concat(frames):
 
 
 def with_positions(frame, start: int):
-    """``frame`` indexed by its rows' positions ``start, ...`` in the whole result (pandas' or cudf's)."""
+    """``frame`` indexed by its rows' positions ``start, ...`` in the whole result (pandas' or
+    cudf's)."""
     if frame_cudf.is_cudf(frame):
         return frame_cudf.with_positions(frame, start)
     return frame.set_axis(pd.RangeIndex(start, start + len(frame)))
@@ -408,12 +459,18 @@ def merge(meta: pd.DataFrame, cut, t: int, ignore_index: bool, device, *pieces) 
 def _merge(meta, cut, t, ignore_index, device, *pieces) -> pd.DataFrame:
     pieces = [(unwire(f), k) for f, k in pieces]
     given, pieces = pieces, [(f, k) for f, k in pieces if len(f)]
-    if not pieces:  # an empty slice of the data, not the meta: dask may have given the meta other dtypes
+    # an empty slice of the data, not the meta: dask may have given the meta other dtypes
+    if not pieces:
         out = given[0][0] if given else meta.iloc[:0]
     elif len(pieces) == 1:
         out = pieces[0][0]
     else:
-        out = gather([f for f, _ in pieces], merge_order([k for _, k in pieces], device), index=not ignore_index)
+        out = gather(
+            [f for f, _ in pieces],
+            merge_order([k for _, k in pieces], device),
+            index=not ignore_index,
+        )
     if ignore_index:
         out = with_positions(out, int(cut[t].sum()))
-    return frame_cudf.like(out, meta) if frame_cudf.is_cudf(out) else restore(out, meta)  # object columns carried as Arrow: back
+    # object columns carried as Arrow: back
+    return frame_cudf.like(out, meta) if frame_cudf.is_cudf(out) else restore(out, meta)

@@ -73,9 +73,14 @@ def check_keys(meta, by) -> None:
     from .errors import UnsupportedType
 
     for c in by:
-        if c in meta.columns and type(meta[c].dtype).__name__ in ("ListDtype", "StructDtype", "IntervalDtype"):
+        if c in meta.columns and type(meta[c].dtype).__name__ in (
+            "ListDtype",
+            "StructDtype",
+            "IntervalDtype",
+        ):
             raise UnsupportedType(
-                f"cannot sort by column {c!r} of type {meta[c].dtype}; dsort sorts by numbers, decimals, booleans, "
+                f"cannot sort by column {c!r} of type {meta[c].dtype}; dsort sorts by numbers, "
+                "decimals, booleans, "
                 "strings, categoricals, dates and times"
             )
 
@@ -84,7 +89,11 @@ def key_frame(frame, by) -> pd.DataFrame:
     """The columns ``by`` of a cudf frame as a pandas frame (:func:`_series` each), its index
     copied too where ``by`` names one of its levels: what :meth:`KeySpec.encode` reads."""
     names = [n for n in frame.index.names if n is not None]
-    index = _index(frame.index) if any(c in names and c not in frame.columns for c in by) else pd.RangeIndex(len(frame))
+    index = (
+        _index(frame.index)
+        if any(c in names and c not in frame.columns for c in by)
+        else pd.RangeIndex(len(frame))
+    )
     columns = {c: _series(frame[c]).set_axis(index) for c in by if c in frame.columns}
     return pd.DataFrame(columns, index=index)
 
@@ -108,7 +117,11 @@ def like(frame, meta):
     or ``string`` flavour, which cudf's own operations do not keep alike). No other column is
     cast: a categorical's meta may hold dask's placeholder categories, which a cast would make
     every value null of."""
-    strings = [c for c in meta.columns if c in frame.columns and _strings(frame[c].dtype) and _strings(meta[c].dtype)]
+    strings = [
+        c
+        for c in meta.columns
+        if c in frame.columns and _strings(frame[c].dtype) and _strings(meta[c].dtype)
+    ]
     changed = {c: meta[c].dtype for c in strings if frame[c].dtype != meta[c].dtype}
     return frame.astype(changed) if changed else frame
 

@@ -15,7 +15,8 @@ the narrower (a cheap copy) without touching the data again, which is what lets 
 encode its keys alone, with no pass over the data beforehand. For the same reason a partition's
 object values are checked only against each other as its keys are made; its keys carry their
 *kinds* (the types of those values, a few words), and where partitions' keys meet (a run, the plan,
-the cuts) :func:`join_kinds` refuses kinds that do not compare (one partition of ints, one of strings).
+the cuts) :func:`join_kinds` refuses kinds that do not compare (one partition of ints, one of
+strings).
 """
 
 from __future__ import annotations
@@ -27,7 +28,15 @@ from .lazy import pd, pdt
 
 from ..engine import host
 from .errors import Incomparable
-from .value_bytes import decimal_bytes, from_arrow, is_decimal, number_word, unordered, value_buffers, variable_width
+from .value_bytes import (
+    decimal_bytes,
+    from_arrow,
+    is_decimal,
+    number_word,
+    unordered,
+    value_buffers,
+    variable_width,
+)
 
 __all__ = [
     "KeySpec",
@@ -47,7 +56,9 @@ __all__ = [
 NA_POSITIONS = ("last", "first")
 
 
-def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: bool, buffers=None) -> np.ndarray:
+def _column_key(
+    s: pd.Series, width: int | None, descending: bool, na_first: bool, buffers=None
+) -> np.ndarray:
     """One column as byte rows: a missing-value byte, then the value's order-preserving bytes
     (big-endian, sign bit flipped; all bits flipped for negative floats; inverted when
     descending, the missing-value byte never, so missing values stay last/first both ways).
@@ -59,7 +70,8 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         raise unordered(s)
     na = s.isna().to_numpy(dtype=bool, copy=True)
     dtype = s.dtype
-    if isinstance(dtype, pd.CategoricalDtype):  # in category order, as pandas sorts them (ordered or not)
+    # in category order, as pandas sorts them (ordered or not)
+    if isinstance(dtype, pd.CategoricalDtype):
         s = pd.Series(np.where(na, 0, s.cat.codes.to_numpy()).astype(np.int32), index=s.index)
         dtype = s.dtype
     if isinstance(dtype, pd.DatetimeTZDtype):
@@ -68,7 +80,11 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         v = decimal_bytes(s)
     elif pdt.is_bool_dtype(dtype):
         v, _ = number_word(s.to_numpy(dtype=bool, na_value=False))
-    elif pdt.is_integer_dtype(dtype) or pdt.is_datetime64_dtype(dtype) or pdt.is_timedelta64_dtype(dtype):
+    elif (
+        pdt.is_integer_dtype(dtype)
+        or pdt.is_datetime64_dtype(dtype)
+        or pdt.is_timedelta64_dtype(dtype)
+    ):
         if pdt.is_integer_dtype(dtype):
             x = s.to_numpy(dtype=np.dtype(getattr(dtype, "numpy_dtype", dtype)), na_value=0)
         else:
@@ -77,8 +93,13 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         na |= missing
     elif pdt.is_float_dtype(dtype):
         np_dtype = np.dtype(getattr(dtype, "numpy_dtype", dtype))
-        v, missing = number_word(s.to_numpy(dtype=np_dtype if np_dtype.itemsize in (4, 8) else np.float64, na_value=np.nan))
-        nan = missing & ~na  # NaN that is a value, not missing: a nullable or Arrow float's (NumPy's NaN is missing)
+        v, missing = number_word(
+            s.to_numpy(
+                dtype=np_dtype if np_dtype.itemsize in (4, 8) else np.float64, na_value=np.nan
+            )
+        )
+        # NaN that is a value, not missing: a nullable or Arrow float's (NumPy's NaN is missing)
+        nan = missing & ~na
         if nan.any():
             v[nan] = np.iinfo(v.dtype).max if _nan_high(dtype, descending, na_first) else 0
     elif _is_string(s):
@@ -90,7 +111,10 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
         # bytes gathered from the buffers at once.
         size = np.diff(offsets)
         if len(size) and int(size.max()) > width:
-            raise ValueError(f"column {s.name!r} holds a value of {int(size.max())} bytes, wider than the {width} given")
+            raise ValueError(
+                f"column {s.name!r} holds a value of {int(size.max())} bytes, wider than the "
+                f"{width} given"
+            )
         cols = np.arange(width)
         inside = cols[None, :] < size[:, None]
         at = np.where(inside, offsets[:-1, None] + cols[None, :], 0)
@@ -102,10 +126,18 @@ def _column_key(s: pd.Series, width: int | None, descending: bool, na_first: boo
     if descending:
         v = ~v
     flag = na if not na_first else ~na
-    if v.ndim == 1:  # words: each row's flag and big-endian word written as two elements, not byte by byte
+    # words: each row's flag and big-endian word written as two elements, not byte by byte
+    if v.ndim == 1:
         size = v.dtype.itemsize
         out = np.empty((n, 1 + size), np.uint8)
-        words = np.dtype({"names": ["na", "v"], "formats": ["u1", f">u{size}"], "offsets": [0, 1], "itemsize": 1 + size})
+        words = np.dtype(
+            {
+                "names": ["na", "v"],
+                "formats": ["u1", f">u{size}"],
+                "offsets": [0, 1],
+                "itemsize": 1 + size,
+            }
+        )
         rec = out.reshape(-1).view(words)
         rec["na"] = flag
         rec["v"] = np.where(na, 0, v) if na.any() else v
@@ -146,21 +178,30 @@ def write_number_keys(spec, columns, out, xp, kinds=None, missing=None, nan_high
     (:func:`nan_high`)."""
     na_first, at = spec.na_position == "first", 0
     none = [None] * len(columns)
-    for x, ascending, kind, gone, high in zip(columns, spec.ascending, kinds or none, missing or none, nan_high or none):
+    for x, ascending, kind, gone, high in zip(
+        columns, spec.ascending, kinds or none, missing or none, nan_high or none
+    ):
         word, na = number_word(x, xp, kind)
         size = word.dtype.itemsize
-        if high is not None and (kind or x.dtype.kind) == "f":  # NaN a value, not missing: its word is 0 (number_word's), else the highest
+        # NaN a value, not missing: its word is 0 (number_word's), else the highest
+        if high is not None and (kind or x.dtype.kind) == "f":
             nan = na if gone is None else na & ~gone
-            word = xp.where(nan, xp.array(np.iinfo(word.dtype).max, dtype=word.dtype), word) if high else word
+            word = (
+                xp.where(nan, xp.array(np.iinfo(word.dtype).max, dtype=word.dtype), word)
+                if high
+                else word
+            )
             na = xp.zeros(len(x), dtype=bool) if gone is None else gone
         elif gone is not None:
             na = na | gone
         if not ascending:
             word = ~word
-        if gone is not None or not ascending:  # a missing value's word is 0 (NaN's and NaT's already are, ascending)
+        # a missing value's word is 0 (NaN's and NaT's already are, ascending)
+        if gone is not None or not ascending:
             word = xp.where(na, 0, word)
         out[:, at] = ~na if na_first else na
-        out[:, at + 1 : at + 1 + size] = word.view(xp.uint8).reshape(len(word), size)[:, ::-1]  # big-endian
+        # big-endian
+        out[:, at + 1 : at + 1 + size] = word.view(xp.uint8).reshape(len(word), size)[:, ::-1]
         at += 1 + size
 
 
@@ -177,7 +218,9 @@ def column(df: pd.DataFrame, label) -> pd.Series:
         return s
     if label in names:
         return pd.Series(df.index.get_level_values(label), index=df.index, name=label)
-    raise KeyError(f"no column or index level {label!r}; the columns are {', '.join(map(str, df.columns))}")
+    raise KeyError(
+        f"no column or index level {label!r}; the columns are {', '.join(map(str, df.columns))}"
+    )
 
 
 def _is_string(s: pd.Series) -> bool:
@@ -188,7 +231,8 @@ def _is_string(s: pd.Series) -> bool:
 
 
 def string_widths(df, by) -> dict:
-    """The widest value (UTF-8 bytes; at least 1) of each string ``by`` column of a pandas partition."""
+    """The widest value (UTF-8 bytes; at least 1) of each string ``by`` column of a pandas
+    partition."""
     out = {}
     for c in by:
         s = column(df, c)
@@ -218,7 +262,9 @@ class KeySpec:
     na_position: str
     strings: tuple  # per column: True for a string column
     fixed: tuple  # per column: its bytes, a string's value bytes not counted
-    word: str | None = None  # the dtype (from the meta) of one column of NumPy numbers or booleans: keys may be words (:meth:`words`)
+    # the dtype (from the meta) of one column of NumPy numbers or booleans: keys may be words
+    # (:meth:`words`)
+    word: str | None = None
 
     @classmethod
     def of(cls, meta: pd.DataFrame, by, ascending=True, na_position="last") -> KeySpec:
@@ -230,7 +276,8 @@ class KeySpec:
         strings = tuple(_is_string(column(meta, c)) for c in by)
         empty = meta.iloc[:0]
         fixed = tuple(
-            _column_key(column(empty, c), 1, not a, na_position == "first").shape[1] - int(st) for c, a, st in zip(by, ascending, strings)
+            _column_key(column(empty, c), 1, not a, na_position == "first").shape[1] - int(st)
+            for c, a, st in zip(by, ascending, strings)
         )
         dtype = column(meta, by[0]).dtype if len(by) == 1 else None
         word = str(dtype) if dtype is not None and _word_dtype(dtype) else None
@@ -245,7 +292,9 @@ class KeySpec:
         return cls.of_numbers([by], [dtype], [ascending], na_position, word=True)
 
     @classmethod
-    def of_numbers(cls, by, dtypes, ascending=True, na_position="last", word: bool = False) -> KeySpec:
+    def of_numbers(
+        cls, by, dtypes, ascending=True, na_position="last", word: bool = False
+    ) -> KeySpec:
         """The spec of sorting by columns ``by`` of NumPy ``dtypes`` (numbers or booleans: of an
         Arrow table, say, whose keys :func:`write_number_keys` writes), what :meth:`of` gives
         such columns, made from the dtypes alone (no meta frame, so no pandas); ``word``: one
@@ -257,8 +306,16 @@ class KeySpec:
         bad = [str(d) for d in dtypes if not _word_dtype(d)]
         if bad or len(dtypes) != len(by) or (word and len(by) != 1):
             raise TypeError(f"not one dtype of one word per column: {', '.join(map(str, dtypes))}")
-        fixed = tuple(1 + number_word(np.empty(0, d))[0].dtype.itemsize for d in dtypes)  # a flag byte, then the word (_column_key)
-        return cls(tuple(by), tuple(ascending), na_position, (False,) * len(by), fixed, dtypes[0].name if word else None)
+        # a flag byte, then the word (_column_key)
+        fixed = tuple(1 + number_word(np.empty(0, d))[0].dtype.itemsize for d in dtypes)
+        return cls(
+            tuple(by),
+            tuple(ascending),
+            na_position,
+            (False,) * len(by),
+            fixed,
+            dtypes[0].name if word else None,
+        )
 
     def widths(self, df) -> tuple:
         """The string widths of a partition, one per column (0 for other columns)."""
@@ -270,7 +327,8 @@ class KeySpec:
         return int(sum(self.fixed) + sum(widths))
 
     def encode(self, df, widths=None) -> tuple[np.ndarray, tuple]:
-        """``(keys, widths)``: the partition's keys as byte rows, at ``widths`` (default its own)."""
+        """``(keys, widths)``: the partition's keys as byte rows, at ``widths`` (default its
+        own)."""
         keys, widths, _ = self.encode_part(df, widths)
         return keys, widths
 
@@ -287,7 +345,9 @@ class KeySpec:
             buffers = value_buffers(s) if st and _is_string(s) else None
             own.append(_widest(buffers[1]) if buffers else 0)
             kinds.append(buffers[2] if buffers else ())
-            cols.append(_column_key(s, own[-1] if given is None else given[i], not a, na_first, buffers))
+            cols.append(
+                _column_key(s, own[-1] if given is None else given[i], not a, na_first, buffers)
+            )
         keys = cols[0] if len(cols) == 1 else np.concatenate(cols, axis=1)
         return keys, tuple(own) if given is None else given, tuple(kinds)
 
@@ -307,7 +367,8 @@ class KeySpec:
         dtype where it is another), never written."""
         x = np.asarray(x, dtype=np.dtype(self.word))
         v, na = number_word(x, out=host.empty(len(x), np.uint64) if x.dtype.kind in "iu" else None)
-        if v.dtype != np.uint64 or np.may_share_memory(v, x):  # a copy, once: the partition's own data is never written
+        # a copy, once: the partition's own data is never written
+        if v.dtype != np.uint64 or np.may_share_memory(v, x):
             v = host.copy(v, np.uint64)
         if not self.ascending[0]:
             np.invert(v, out=v)
@@ -323,7 +384,8 @@ def _word_dtype(dtype) -> bool:
 
 
 def common_widths(all_widths) -> tuple:
-    """The widths at which keys of every one of ``all_widths`` compare: the widest of each column."""
+    """The widths at which keys of every one of ``all_widths`` compare: the widest of each
+    column."""
     all_widths = [tuple(w) for w in all_widths]
     return tuple(int(max(c)) for c in zip(*all_widths)) if all_widths else ()
 
@@ -343,7 +405,8 @@ def join_kinds(spec: KeySpec, all_kinds) -> tuple:
     for c, met in zip(spec.by, joined):
         if not comparable(met):
             raise Incomparable(
-                f"cannot sort by column {c!r}: its partitions hold values of {type_names(met)}, which do not compare with each other"
+                f"cannot sort by column {c!r}: its partitions hold values of {type_names(met)}, "
+                "which do not compare with each other"
             )
     return tuple(tuple(met) for met in joined)
 
@@ -365,7 +428,8 @@ def type_names(names) -> str:
 def widen(spec: KeySpec, keys: np.ndarray, have, want) -> np.ndarray:
     """Keys encoded at string widths ``have`` re-spelled at widths ``want`` (each at least as wide),
     equal to encoding the rows at ``want``: each string column's value gets pad bytes after it,
-    before its length; a pad byte is a NUL as encoded (0xFF when descending), 0 on a missing value."""
+    before its length; a pad byte is a NUL as encoded (0xFF when descending), 0 on a missing
+    value."""
     have, want = tuple(have), tuple(want)
     if have == want:
         return keys
@@ -388,14 +452,18 @@ def widen(spec: KeySpec, keys: np.ndarray, have, want) -> np.ndarray:
     return np.ascontiguousarray(np.concatenate(pieces, axis=1))
 
 
-def encode_keys(df: pd.DataFrame, by, ascending=True, na_position="last", widths=None) -> np.ndarray:
+def encode_keys(
+    df: pd.DataFrame, by, ascending=True, na_position="last", widths=None
+) -> np.ndarray:
     """The ``by`` columns of a pandas dataframe as byte rows ``(len(df), width)`` whose unsigned
     byte order is pandas' order for ``sort_values(by, ascending, na_position)``. ``widths``: the
     byte width of each string column by name (equal across partitions; :func:`string_widths`),
     default this frame's own."""
     spec = KeySpec.of(df, by, ascending, na_position)
     if widths:
-        widths = tuple(max(int(widths.get(c, 0)), 1) if st else 0 for c, st in zip(spec.by, spec.strings))
+        widths = tuple(
+            max(int(widths.get(c, 0)), 1) if st else 0 for c, st in zip(spec.by, spec.strings)
+        )
     return spec.encode(df, widths or None)[0]
 
 

@@ -43,8 +43,11 @@ class RowCodec:
     frames (strings, nullable and Arrow types, categoricals, a MultiIndex)."""
 
     meta: object  # an empty frame of the columns and index
-    dtypes: tuple  # per column, then the index: NumPy dtype strings (with nulls: a validity byte per column before the index)
-    nulls: bool = False  # cudf frames: each column's validity rides in the row too (gpu_columns, cudf_frame)
+    # per column, then the index: NumPy dtype strings (with nulls: a validity byte per column before
+    # the index)
+    dtypes: tuple
+    # cudf frames: each column's validity rides in the row too (gpu_columns, cudf_frame)
+    nulls: bool = False
 
     @classmethod
     def of(cls, meta: pd.DataFrame, nulls: bool = False):
@@ -74,7 +77,14 @@ class RowCodec:
         then the index, from byte ``at`` of each row on: each value read or written as one element,
         not byte by byte."""
         names = [f"f{i}" for i in range(len(self.dtypes))]
-        struct = np.dtype({"names": names, "formats": list(self.dtypes), "offsets": self._offsets(at), "itemsize": rows.shape[1]})
+        struct = np.dtype(
+            {
+                "names": names,
+                "formats": list(self.dtypes),
+                "offsets": self._offsets(at),
+                "itemsize": rows.shape[1],
+            }
+        )
         return np.ascontiguousarray(rows).reshape(-1).view(struct)
 
     def columns(self, df: pd.DataFrame, index: bool = True) -> list:
@@ -101,23 +111,30 @@ class RowCodec:
         refused (:class:`~dsort.core.errors.UnsupportedValue`). An index with nulls is refused."""
         import cupy
 
-        def words(x, d):  # x at the dtype CuPy holds for d (datetimes and durations as int64), converted by cudf
+        # x at the dtype CuPy holds for d (datetimes and durations as int64), converted by cudf
+        def words(x, d):
             want = np.dtype(np.int64) if np.dtype(d).kind in "mM" else np.dtype(d)
-            return x if x.dtype == want else x.astype(want)  # on cudf's stream, which the caller waits for; nulls kept
+            # on cudf's stream, which the caller waits for; nulls kept
+            return x if x.dtype == want else x.astype(want)
 
         values, valid = [], []
         for name, d in zip(df.columns, self.dtypes):
             x, kind = words(df[name], d), np.dtype(d).kind
             gaps = _has_nulls(x)
             if gaps and not self.nulls:
-                raise UnsupportedValue(f"column {name!r} holds nulls: dsort sorts cudf frames without nulls for now (fillna first)")
+                raise UnsupportedValue(
+                    f"column {name!r} holds nulls: dsort sorts cudf frames without nulls for now "
+                    "(fillna first)"
+                )
             fill = np.nan if kind == "f" else False if kind == "b" else 0
             values.append(x.to_cupy(na_value=fill) if gaps else x.values)
             if self.nulls:
                 valid.append(_validity(x) if gaps else cupy.ones(len(x), np.uint8))
         x = df.index
         if _has_nulls(x):
-            raise UnsupportedValue("the index holds nulls: dsort sorts cudf frames by an index without nulls")
+            raise UnsupportedValue(
+                "the index holds nulls: dsort sorts cudf frames by an index without nulls"
+            )
         if hasattr(x, "start") and hasattr(x, "step"):  # a RangeIndex: no column of its own
             index = cupy.arange(x.start, x.stop, x.step, dtype=np.int64)
         else:
@@ -147,7 +164,11 @@ class RowCodec:
 
         def values(x, d):
             d = np.dtype(d)
-            return cudf.Series(x.view(np.int64)).astype(d) if d.kind in "mM" else cudf.Series(x.view(d), nan_as_null=False)
+            return (
+                cudf.Series(x.view(np.int64)).astype(d)
+                if d.kind in "mM"
+                else cudf.Series(x.view(d), nan_as_null=False)
+            )
 
         k = self.width
         data = {}
@@ -159,12 +180,15 @@ class RowCodec:
                     data[i] = data[i].mask(gone)  # nulls where the validity says; NaN left as it is
         out = cudf.DataFrame(data, nan_as_null=False)
         index = values(columns[-1], self.dtypes[-1])
-        out.index = cudf.Index(index, name=self.meta.index.name, nan_as_null=False)  # set, not aligned
+        # set, not aligned
+        out.index = cudf.Index(index, name=self.meta.index.name, nan_as_null=False)
         out.columns = self.meta.columns
         return out
 
     def _offsets(self, at: int) -> list:
-        return [at + int(o) for o in np.cumsum([0] + [np.dtype(d).itemsize for d in self.dtypes[:-1]])]
+        return [
+            at + int(o) for o in np.cumsum([0] + [np.dtype(d).itemsize for d in self.dtypes[:-1]])
+        ]
 
     def encode(self, df: pd.DataFrame, out: np.ndarray | None = None, at: int = 0) -> np.ndarray:
         """``(len(df), row_bytes)`` uint8: the rows' bytes; or written into bytes ``at`` on of
@@ -184,13 +208,15 @@ class RowCodec:
         return self.frame(self.unpack(rows, at))
 
     def unpack(self, rows: np.ndarray, at: int = 0) -> list:
-        """:meth:`columns` of :meth:`decode`'s frame: new contiguous arrays, from ``rows`` on the host."""
+        """:meth:`columns` of :meth:`decode`'s frame: new contiguous arrays, from ``rows`` on the
+        host."""
         records = self._fields(rows, at)
         return [host.copy(records[name]) for name in records.dtype.names]
 
     def place(self, columns: list, out, at: int) -> None:
-        """:meth:`encode` of arrays of any module (CuPy's on a GPU: byte slices, no structured views):
-        ``columns`` (as :meth:`columns` gives them) written into bytes ``at`` on of every row of ``out``."""
+        """:meth:`encode` of arrays of any module (CuPy's on a GPU: byte slices, no structured
+        views): ``columns`` (as :meth:`columns` gives them) written into bytes ``at`` on of every
+        row of ``out``."""
         for x, d, off in zip(columns, self.dtypes, self._offsets(at)):
             size = np.dtype(d).itemsize
             out[:, off : off + size] = x.view(out.dtype).reshape(len(x), size)
@@ -199,4 +225,7 @@ class RowCodec:
         """The inverse of :meth:`place`: the columns' bytes as unsigned words (arrays of ``rows``'
         module, contiguous: CuPy has no datetimes), for :meth:`frame`."""
         n, sizes = len(rows), [np.dtype(d).itemsize for d in self.dtypes]
-        return [rows[:, off : off + size].copy().view(f"u{size}").reshape(n) for size, off in zip(sizes, self._offsets(at))]
+        return [
+            rows[:, off : off + size].copy().view(f"u{size}").reshape(n)
+            for size, off in zip(sizes, self._offsets(at))
+        ]

@@ -66,7 +66,8 @@ class Wired:
 
 
 def wire(frame):
-    """``frame`` ready to travel (:class:`Wired`): pandas frames with object columns; others as they are."""
+    """``frame`` ready to travel (:class:`Wired`): pandas frames with object columns; others as they
+    are."""
     if isinstance(frame, pd.DataFrame) and any(d == np.dtype(object) for d in frame.dtypes):
         return Wired(frame)
     return frame
@@ -89,7 +90,8 @@ def _as_arrow(values: np.ndarray):
         if type(v) is not np.ndarray or v.ndim != 1 or (dtype is not None and v.dtype != dtype):
             return None
         dtype = v.dtype
-    if dtype is None or dtype.kind not in "biuf":  # numbers and booleans: Arrow's own types, exactly
+    # numbers and booleans: Arrow's own types, exactly
+    if dtype is None or dtype.kind not in "biuf":
         return None
     try:
         arr = pa.array(values, type=pa.list_(pa.from_numpy_dtype(dtype)), from_pandas=False)
@@ -102,7 +104,8 @@ def _rebuild(rest: pd.DataFrame, columns: pd.Index, arrays: dict) -> Wired:
     data, k = {}, 0
     for i in range(len(columns)):
         if i in arrays:
-            values = arrays[i].to_numpy(zero_copy_only=False)  # an object array of NumPy arrays, None for nulls
+            # an object array of NumPy arrays, None for nulls
+            values = arrays[i].to_numpy(zero_copy_only=False)
             data[i] = pd.Series(values, index=rest.index, dtype=object, copy=False)
         else:
             data[i] = rest.iloc[:, k]
@@ -125,7 +128,9 @@ def carry(frame):
         if dtype == np.dtype(object):
             got = _as_arrow(frame.iloc[:, i].to_numpy())
             if got is not None:
-                columns[i] = pd.Series(pd.arrays.ArrowExtensionArray(got), index=frame.index, copy=False)
+                columns[i] = pd.Series(
+                    pd.arrays.ArrowExtensionArray(got), index=frame.index, copy=False
+                )
     if not columns:
         return frame
     out = frame.copy(deep=False)
@@ -150,7 +155,9 @@ def _as_objects(column: pd.Series) -> pd.Series:
 
     arrow = pa.array(column.array)
     arrow = arrow.combine_chunks() if isinstance(arrow, pa.ChunkedArray) else arrow
-    return pd.Series(arrow.to_numpy(zero_copy_only=False), index=column.index, dtype=object, copy=False)
+    return pd.Series(
+        arrow.to_numpy(zero_copy_only=False), index=column.index, dtype=object, copy=False
+    )
 
 
 def joinable(frames) -> list:
@@ -166,7 +173,11 @@ def joinable(frames) -> list:
     if not any(d == np.dtype(object) or _carried(d) for d in first):
         return frames
     dtypes = [first, *(f.dtypes for f in frames[1:])]
-    fix = [j for j, dtype in enumerate(first) if any(_carried(d.iloc[j]) for d in dtypes) and any(d.iloc[j] != dtype for d in dtypes[1:])]
+    fix = [
+        j
+        for j, dtype in enumerate(first)
+        if any(_carried(d.iloc[j]) for d in dtypes) and any(d.iloc[j] != dtype for d in dtypes[1:])
+    ]
     if not fix:
         return frames
     out = []
@@ -182,9 +193,17 @@ def joinable(frames) -> list:
 def restore(frame, meta):
     """``frame`` with its Arrow list columns that are object columns in ``meta`` (made so by
     :func:`carry`) as object columns of NumPy arrays again, None where null; others as they are."""
-    if not isinstance(frame, pd.DataFrame) or not isinstance(meta, pd.DataFrame) or frame.shape[1] != meta.shape[1]:
+    if (
+        not isinstance(frame, pd.DataFrame)
+        or not isinstance(meta, pd.DataFrame)
+        or frame.shape[1] != meta.shape[1]
+    ):
         return frame
-    back = [i for i, (have, want) in enumerate(zip(frame.dtypes, meta.dtypes)) if want == np.dtype(object) and _carried(have)]
+    back = [
+        i
+        for i, (have, want) in enumerate(zip(frame.dtypes, meta.dtypes))
+        if want == np.dtype(object) and _carried(have)
+    ]
     if not back:
         return frame
     out = frame.copy(deep=False)

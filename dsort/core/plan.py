@@ -106,7 +106,9 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     counts = -(-sizes // s)
     got = np.array([len(x) for x in samples], dtype=np.int64)
     if len(samples) != p or not np.array_equal(got, counts):
-        raise ValueError(f"expected {counts.tolist()} samples per run at spacing {s}, got {got.tolist()}")
+        raise ValueError(
+            f"expected {counts.tolist()} samples per run at spacing {s}, got {got.tolist()}"
+        )
     if targets.size and (targets.min() < 0 or targets.max() > sizes.sum()):
         raise ValueError(f"targets must lie in [0, {int(sizes.sum())}]")
     nonempty = [x for x in samples if len(x)]
@@ -135,15 +137,21 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
     r_lo = st - (s - 1) * (xp.cumsum(is_first, dtype=np.int64) - 1)
     r_hi = st - (xp.cumsum(short) - short)
     t = xp.asarray(targets)
-    idx = xp.concatenate([xp.searchsorted(r_hi, t, side="right") - 1, xp.searchsorted(r_lo, t, side="left")])
+    idx = xp.concatenate(
+        [xp.searchsorted(r_hi, t, side="right") - 1, xp.searchsorted(r_lo, t, side="left")]
+    )
     # how many of each run's samples come before each of those: each sample's place in the sorted
     # order, offset by n times its run, rises run by run (a run's samples are in order and the sort
     # stable), so one search per (sample, run) counts them
     place = xp.empty_like(order)
     place[order] = xp.arange(n, dtype=np.int64)
-    run_of = xp.searchsorted(xp.asarray(starts + counts), xp.arange(n, dtype=np.int64), side="right")
+    run_of = xp.searchsorted(
+        xp.asarray(starts + counts), xp.arange(n, dtype=np.int64), side="right"
+    )
     runs = xp.arange(p, dtype=np.int64)
-    m = xp.searchsorted(place + n * run_of, (xp.clip(idx, 0, n)[:, None] + n * runs[None, :]).reshape(-1)).reshape(-1, p)
+    m = xp.searchsorted(
+        place + n * run_of, (xp.clip(idx, 0, n)[:, None] + n * runs[None, :]).reshape(-1)
+    ).reshape(-1, p)
     m = m - xp.asarray(starts)[None, :]
     given = order[xp.clip(idx, 0, n - 1)]
     own_run = run_of[given]
@@ -170,9 +178,12 @@ class Windows:
         then 1, ...): the same keys reordered cut by cut."""
         lengths = np.asarray(lengths, np.int64)
         flat = np.concatenate(per_run) if per_run else np.empty((0,), np.uint8)
-        by_run = offsets(lengths.T.reshape(-1)).reshape(lengths.shape[1], lengths.shape[0]).T  # window (t, q)'s start in flat
+        # window (t, q)'s start in flat
+        by_run = offsets(lengths.T.reshape(-1)).reshape(lengths.shape[1], lengths.shape[0]).T
         by_cut = offsets(lengths.reshape(-1)).reshape(lengths.shape)  # and where it goes
-        at = np.repeat((by_run - by_cut).reshape(-1), lengths.reshape(-1)) + np.arange(int(lengths.sum()), dtype=np.int64)
+        at = np.repeat((by_run - by_cut).reshape(-1), lengths.reshape(-1)) + np.arange(
+            int(lengths.sum()), dtype=np.int64
+        )
         return cls(flat[at], lengths)
 
     def __len__(self) -> int:
@@ -206,7 +217,9 @@ def exact_cuts(window_keys, lo, targets, descending=False, na_position="last"):
             keys = np.concatenate(parts) if int(lengths.sum()) else None
         need = int(k - lo[i].sum())
         if need < 0 or need > lengths.sum():
-            raise ValueError(f"target {int(k)} lies outside its windows: sampling bounds were wrong")
+            raise ValueError(
+                f"target {int(k)} lies outside its windows: sampling bounds were wrong"
+            )
         if need == 0:
             continue
         words, whole = E.order_prefix(keys, descending, na_position)
@@ -243,7 +256,9 @@ def _first_by_selection(words, lengths, need: int, whole=None):
     if whole is not None:  # the ties in the first eight bytes, in (whole key, run, position) order
         tied = np.flatnonzero(equal)
         first = tied[np.argsort(whole[tied], kind="stable")[:left]]
-        return less + np.bincount(np.searchsorted(ends, first, side="right"), minlength=len(lengths))
+        return less + np.bincount(
+            np.searchsorted(ends, first, side="right"), minlength=len(lengths)
+        )
     ties = per_window(equal)
     return less + np.clip(left - (np.cumsum(ties) - ties), 0, ties)
 
@@ -262,7 +277,14 @@ def interior_targets(chunk_sizes):
 
 
 def run_count(
-    pieces: int, threads: int, per_thread: int, nbytes=None, min_bytes: int = 1, max_bytes=None, whole_bytes=None, most_per_thread: int = 4
+    pieces: int,
+    threads: int,
+    per_thread: int,
+    nbytes=None,
+    min_bytes: int = 1,
+    max_bytes=None,
+    whole_bytes=None,
+    most_per_thread: int = 4,
 ) -> int:
     """How many runs ``pieces`` consecutive input pieces (chunks, partitions) are sorted into:
     ``per_thread`` for each of ``threads`` worker threads (all of them busy), more where a run
@@ -303,7 +325,8 @@ def groups(sizes, count: int) -> list:
         target = k * total / count
         j = int(np.searchsorted(ends, target, side="left"))  # the piece that reaches the target
         before = float(ends[j - 1]) if j else 0.0
-        at = j if target - before < float(ends[min(j, n - 1)]) - target else j + 1  # cut on its nearer side
+        # cut on its nearer side
+        at = j if target - before < float(ends[min(j, n - 1)]) - target else j + 1
         at = min(max(at, bounds[-1] + 1), n - (count - k))
         bounds.append(at)
     bounds.append(n)
@@ -332,11 +355,16 @@ def blocks(lengths, rows_per_block: int):
     """``[(file index, first row, rows)]`` covering files of ``lengths`` rows in blocks of at most
     ``rows_per_block`` rows, no block across two files."""
     rows_per_block = max(int(rows_per_block), 1)
-    return [(f, s, min(rows_per_block, n - s)) for f, n in enumerate(lengths) for s in range(0, n, rows_per_block)]
+    return [
+        (f, s, min(rows_per_block, n - s))
+        for f, n in enumerate(lengths)
+        for s in range(0, n, rows_per_block)
+    ]
 
 
 def balanced(total: int, parts: int) -> tuple:
-    """Sizes of ``parts`` pieces of ``total`` rows, equal to within one row (the first ones larger)."""
+    """Sizes of ``parts`` pieces of ``total`` rows, equal to within one row (the first ones
+    larger)."""
     parts = max(int(parts), 1)
     base, extra = divmod(int(total), parts)
     return tuple(base + (1 if t < extra else 0) for t in range(parts))
@@ -374,5 +402,6 @@ def pass_spacings(run_sizes, ranges: int, groups=(), group_ranges=()) -> tuple[i
 
 
 def ranges(n: int, rows_per_range: int) -> tuple:
-    """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most ``rows_per_range``."""
+    """Output range sizes: ``n`` rows in equal ranges (to within one row) of at most
+    ``rows_per_range``."""
     return balanced(n, -(-n // max(int(rows_per_range), 1))) if n else ()

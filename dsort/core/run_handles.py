@@ -63,16 +63,21 @@ class Run:
     tier: str
     path: str | None = None
     device: int | None = None
-    sample: object = field(default=None, repr=False, compare=False)  # keys at run positions 0, s, 2s, ... (NumPy)
+    # keys at run positions 0, s, 2s, ... (NumPy)
+    sample: object = field(default=None, repr=False, compare=False)
     worker: str | None = None  # the dask worker whose own disk holds it (a store with ``local``)
-    row_bytes: int | None = None  # its rows' width where the store's differs (a dataframe's keys at its own string widths)
+    # its rows' width where the store's differs (a dataframe's keys at its own string widths)
+    row_bytes: int | None = None
     shared: object = None  # a shared run's handle (:class:`dsort.engine.ipc.Shared`)
-    made: str = field(default_factory=new_making, compare=False)  # this making of it (a compute of the job)
+    # this making of it (a compute of the job)
+    made: str = field(default_factory=new_making, compare=False)
 
     def __sizeof__(self) -> int:
         """Its sample's bytes too: dask places the tasks beside a run by them (see
         :func:`dsort.collections.tasks.task_beside`)."""
-        return object.__sizeof__(self) + (self.sample.nbytes if isinstance(self.sample, np.ndarray) else 0)
+        return object.__sizeof__(self) + (
+            self.sample.nbytes if isinstance(self.sample, np.ndarray) else 0
+        )
 
 
 @dataclass(frozen=True)
@@ -145,16 +150,20 @@ def joined(out: list, where) -> list:
 
 @dataclass(frozen=True)
 class StoreConfig:
-    """How a job's runs are kept: budgets in bytes (device: per GPU) and the directory for the disk tier."""
+    """How a job's runs are kept: budgets in bytes (device: per GPU) and the directory for the disk
+    tier."""
 
     job: str
     directory: str
     row_bytes: int
     host_budget: int = 0
     device_budget: int = 0
-    local: bool = False  # on a dask cluster: runs on each worker's own local directory, read where they are
-    shared_fraction: float = 0.0  # runs on the GPUs, shared by this host's processes, while a GPU's use stays within this
-    shared_budget: int | float | None = None  # and while its shared runs on that GPU stay within these bytes (a float: that share of it)
+    # on a dask cluster: runs on each worker's own local directory, read where they are
+    local: bool = False
+    # runs on the GPUs, shared by this host's processes, while a GPU's use stays within this
+    shared_fraction: float = 0.0
+    # and while its shared runs on that GPU stay within these bytes (a float: that share of it)
+    shared_budget: int | float | None = None
     cluster: Cluster | None = None  # the cluster its tasks run on (None: :data:`LOCAL`)
 
 

@@ -39,7 +39,8 @@ def registered(job: str):
 
 
 def register(job: str, make):
-    """``(store, made)``: this process's store of ``job``, made by ``make()`` where there is none."""
+    """``(store, made)``: this process's store of ``job``, made by ``make()`` where there is
+    none."""
     with _stores_lock:
         s = _stores.get(job)
         if s is None:
@@ -59,7 +60,8 @@ def drop_stale(job: str, directory: str) -> None:
 
 # -- shared runs: freed by the process that made them, once the job is over -------------------
 
-_watched: dict[str, str] = {}  # job -> its directory, for the jobs whose shared runs this process holds
+# job -> its directory, for the jobs whose shared runs this process holds
+_watched: dict[str, str] = {}
 watch_lock = threading.RLock()  # taken again by a store the watcher closes (free_shared)
 WATCH_SECONDS = 0.05
 
@@ -89,14 +91,17 @@ _watcher: list = []  # the watcher thread, while one runs
 def _start_watcher() -> None:
     """Start the watcher thread unless one runs (the caller holds the watcher's lock)."""
     if not (_watcher and _watcher[0].is_alive()):
-        _watcher[:] = [threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True)]
+        _watcher[:] = [
+            threading.Thread(target=_free_finished, name="dsort-shared-runs", daemon=True)
+        ]
         _watcher[0].start()
 
 
 def _free_finished() -> None:
     while True:
         time.sleep(WATCH_SECONDS)
-        with watch_lock:  # a run put meanwhile registers under this lock, after its directory exists
+        # a run put meanwhile registers under this lock, after its directory exists
+        with watch_lock:
             if not _free_pass():
                 _watcher.clear()
                 return
@@ -113,7 +118,8 @@ def _free_pass() -> bool:
         return bool(_watched or _pending)
 
 
-RECLAIM_SECONDS = 3.0  # how long a run waits at most for the shared runs of jobs just over to be freed
+# how long a run waits at most for the shared runs of jobs just over to be freed
+RECLAIM_SECONDS = 3.0
 RECLAIM_POLL = 0.01  # and how often it looks again meanwhile
 
 
@@ -153,7 +159,8 @@ def room(waiter, gpu: int, nbytes: int, fraction: float) -> bool:
 
 # -- other processes' runs mapped here: held until this process's store of the job closes -------
 
-_pending: list = []  # (job directory, [shared arrays]): freed here once no other process holds the job
+# (job directory, [shared arrays]): freed here once no other process holds the job
+_pending: list = []
 
 
 def hold(directory: str) -> Path:
@@ -166,7 +173,8 @@ def hold(directory: str) -> Path:
 
 
 def unhold(mark: Path) -> None:
-    """Remove this process's ``mark`` (its mappings closed), and the holds directory if it was the last."""
+    """Remove this process's ``mark`` (its mappings closed), and the holds directory if it was the
+    last."""
     with contextlib.suppress(FileNotFoundError):
         mark.unlink()
     with contextlib.suppress(OSError):
@@ -174,7 +182,8 @@ def unhold(mark: Path) -> None:
 
 
 def _holders(directory: str) -> int:
-    """How many other living processes hold the job in ``directory`` (marks of ended ones removed)."""
+    """How many other living processes hold the job in ``directory`` (marks of ended ones
+    removed)."""
     d = Path(f"{directory}.holds")
     n = 0
     with contextlib.suppress(FileNotFoundError):
@@ -231,7 +240,11 @@ def remove_leftovers(directory, prefix: str) -> list[str]:
     gone = []
     with contextlib.suppress(OSError):
         for e in os.scandir(directory):
-            pid = e.name[len(prefix) + 1 :].split("-", 1)[0] if e.name.startswith(prefix + "-") else ""
+            pid = (
+                e.name[len(prefix) + 1 :].split("-", 1)[0]
+                if e.name.startswith(prefix + "-")
+                else ""
+            )
             if pid.isdigit() and not alive(int(pid)):
                 shutil.rmtree(e.path, ignore_errors=True)
                 gone.append(e.path)

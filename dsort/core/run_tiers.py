@@ -37,7 +37,8 @@ class Budget:
         self._held: dict[int, tuple] = {}  # index -> (key, bytes)
 
     def take(self, key, nbytes: int, cap: int, index: int | None = None) -> bool:
-        """Whether ``nbytes`` more under ``key`` stay within ``cap`` (then held, for run ``index``)."""
+        """Whether ``nbytes`` more under ``key`` stay within ``cap`` (then held, for run
+        ``index``)."""
         with self._lock:
             if self._used.get(key, 0) + nbytes > cap:
                 return False
@@ -94,10 +95,14 @@ class DeviceTier(_Memory):
         if not dev.is_device_array(rows):
             return None
         gpu = rows.device.id
-        if not self.budget.take(("device", gpu), int(rows.nbytes), self.config.device_budget, index):
+        if not self.budget.take(
+            ("device", gpu), int(rows.nbytes), self.config.device_budget, index
+        ):
             return None
         self.arrays[index] = rows
-        return Run(self.config.job, index, len(rows), "device", device=gpu, sample=sample, made=made)
+        return Run(
+            self.config.job, index, len(rows), "device", device=gpu, sample=sample, made=made
+        )
 
 
 class HostTier(_Memory):
@@ -143,11 +148,22 @@ class SharedTier(_Memory):
         if not self._within_cap(gpu, nbytes, index):
             return None
         if lifetime.room(self, gpu, nbytes, cfg.shared_fraction):
-            lifetime.watch(self.store)  # first: the job's directory made, the store kept until it is gone
+            # first: the job's directory made, the store kept until it is gone
+            lifetime.watch(self.store)
             got = ipc.share(rows)
             if got is not None:
                 self.arrays[index], handle = got
-                return Run(cfg.job, index, len(rows), "shared", device=gpu, sample=sample, worker=self.address, shared=handle, made=made)
+                return Run(
+                    cfg.job,
+                    index,
+                    len(rows),
+                    "shared",
+                    device=gpu,
+                    sample=sample,
+                    worker=self.address,
+                    shared=handle,
+                    made=made,
+                )
         self.budget.give_back(index)
         return None
 
@@ -180,7 +196,11 @@ class SharedTier(_Memory):
             if gone:
                 where = ", ".join(f"{r.index} (worker {r.worker})" for r, _ in gone.values())
                 why = next(iter(gone.values()))[1]
-                raise RunsGone(f"the runs {where} kept on the GPUs are gone ({why}): was their worker restarted?", gone)
+                raise RunsGone(
+                    f"the runs {where} kept on the GPUs are gone ({why}): was their worker "
+                    "restarted?",
+                    gone,
+                )
             yield got
 
     def close(self) -> None:
@@ -210,7 +230,16 @@ class DiskTier:
     def put(self, index: int, rows, sample, made: str) -> Run:
         path = self.file_for(index, made, "run", ".bin")
         write_file(path, rows)
-        return Run(self.config.job, index, len(rows), "disk", path=str(path), sample=sample, worker=self.worker, made=made)
+        return Run(
+            self.config.job,
+            index,
+            len(rows),
+            "disk",
+            path=str(path),
+            sample=sample,
+            worker=self.worker,
+            made=made,
+        )
 
     def file_for(self, index: int, made: str, kind: str, suffix: str) -> Path:
         """A new file of run ``index``'s making ``made`` (``KIND-INDEX-MADE.SUFFIX`` in the store's
@@ -223,7 +252,8 @@ class DiskTier:
         a lost piece is made again from its group's runs, all sorted again here, and other merges
         still read this worker's first making of them."""
         path = Path(self.directory) / f"{kind}-{index:06d}-{made}{suffix}"
-        with lifetime.watch_lock:  # not while the watcher closes this store: the file is then no longer its to remove
+        # not while the watcher closes this store: the file is then no longer its to remove
+        with lifetime.watch_lock:
             os.makedirs(self.directory, exist_ok=True)
             with self._lock:
                 self._written.setdefault(index, []).append(path)

@@ -38,10 +38,33 @@ import numpy as np
 from ..engine import device as dev
 from ..engine import ipc
 from . import run_lifetime as lifetime
-from .run_handles import Chain, Layout, Run, RunsGone, StoreConfig, bare, cluster_of, flat, joined, new_making
+from .run_handles import (
+    Chain,
+    Layout,
+    Run,
+    RunsGone,
+    StoreConfig,
+    bare,
+    cluster_of,
+    flat,
+    joined,
+    new_making,
+)
 from .run_tiers import Budget, DeviceTier, DiskTier, HostTier, SharedTier
 
-__all__ = ["Chain", "Layout", "Run", "RunStore", "RunsGone", "StoreConfig", "bare", "drop", "finish", "new_making", "store"]
+__all__ = [
+    "Chain",
+    "Layout",
+    "Run",
+    "RunStore",
+    "RunsGone",
+    "StoreConfig",
+    "bare",
+    "drop",
+    "finish",
+    "new_making",
+    "store",
+]
 
 TIERS = ("shared", "device", "host", "disk")
 HOST_READERS = 8  # threads copying shared runs' slices into host memory at once
@@ -65,7 +88,8 @@ class RunStore:
         self.recovered: dict[int, Run] = {}  # runs of lost workers, sorted again here
         self._recovering: dict[int, threading.Lock] = {}  # one making of each lost run at a time
         self._kept: list = []  # futures of runs made again through the scheduler (RunStore.keep)
-        self._makings: dict[int, int] = {}  # index -> times made again for this store (RunStore.making)
+        # index -> times made again for this store (RunStore.making)
+        self._makings: dict[int, int] = {}
         self.budget = Budget()
         self.shared = SharedTier(config, self.budget, self, self.address)
         self.device = DeviceTier(config, self.budget)
@@ -81,12 +105,17 @@ class RunStore:
         saying their width. ``made``: this making's name where files were made for it first
         (:meth:`file_for`)."""
         made = made or new_making()
-        self.budget.give_back(index)  # a run put again (made again, or by a new compute): its old bytes no longer held
+        # a run put again (made again, or by a new compute): its old bytes no longer held
+        self.budget.give_back(index)
         for tier in self.tiers.values():
             run = tier.put(index, rows, sample, made)
             if run is not None:
                 break
-        return run if rows.shape[1] == self.config.row_bytes else replace(run, row_bytes=int(rows.shape[1]))
+        return (
+            run
+            if rows.shape[1] == self.config.row_bytes
+            else replace(run, row_bytes=int(rows.shape[1]))
+        )
 
     def file_for(self, index: int, made: str, kind: str, suffix: str) -> Path:
         """A new file of run ``index``'s making ``made`` in the store's directory, removed with the
@@ -96,8 +125,8 @@ class RunStore:
     # -- reading slices ------------------------------------------------------------------------
 
     def read(self, run: Run, lo: int, hi: int, gpu: int | None = None):
-        """Rows ``[lo, hi)`` of ``run``: a CuPy array on GPU ``gpu``, or NumPy where ``gpu`` is None.
-        A slice of a run held in memory may be a view: read it, never write it."""
+        """Rows ``[lo, hi)`` of ``run``: a CuPy array on GPU ``gpu``, or NumPy where ``gpu`` is
+        None. A slice of a run held in memory may be a view: read it, never write it."""
         return self.read_many([(run, lo, hi)], gpu)[0]
 
     def read_many(self, items, gpu: int | None = None, recover=None, fetched=None) -> list:
@@ -118,8 +147,11 @@ class RunStore:
                 lost = {} if recover is None or attempt == RECOVERIES else self._lost(items, e)
                 if not lost:
                     raise
-            failed = {run.index: run for run, _, _ in items if isinstance(run, Run) and run.index in lost}
-            with self._lock:  # a run made again here and lost since: made again once more (not one made meanwhile)
+            failed = {
+                run.index: run for run, _, _ in items if isinstance(run, Run) and run.index in lost
+            }
+            # a run made again here and lost since: made again once more (not one made meanwhile)
+            with self._lock:
                 for i in lost:
                     if i in failed and self.recovered.get(i) is failed[i]:
                         del self.recovered[i]
@@ -146,12 +178,18 @@ class RunStore:
         """The indices of the runs of ``items`` that could not be read (``error``: the read's)."""
         if isinstance(error, RunsGone):  # another process's GPU runs: those that failed to open
             return set(error.indices)
-        return {run.index for run, _, _ in items if isinstance(run, Run) and not self._readable(run)}
+        return {
+            run.index for run, _, _ in items if isinstance(run, Run) and not self._readable(run)
+        }
 
     def _readable(self, run: Run) -> bool:
         if run.tier == "disk":
             return os.path.exists(run.path)
-        return run.tier == "shared" and run.shared.owner != ipc.PROCESS or self.tiers[run.tier].holds(run.index)
+        return (
+            run.tier == "shared"
+            and run.shared.owner != ipc.PROCESS
+            or self.tiers[run.tier].holds(run.index)
+        )
 
     def making(self, index: int) -> int:
         """How many times run ``index`` has been made again for this store before (counted here):
@@ -178,7 +216,8 @@ class RunStore:
         for i, (run, _, _) in enumerate(items):
             if i not in fetched and run.tier == "shared" and run.shared.owner != ipc.PROCESS:
                 others.setdefault(run.index, run)
-        host_reads: dict = {}  # shared run -> [(item, lo, hi)] read into host memory: one copy per run
+        # shared run -> [(item, lo, hi)] read into host memory: one copy per run
+        host_reads: dict = {}
         with self.shared.opened(others) as opened:
             opened = dict(zip(others, opened))
             for i, (run, lo, hi) in enumerate(items):
@@ -195,23 +234,37 @@ class RunStore:
                 elif run.tier == "host" and gpu is None:
                     out[i] = self.host.get(run.index)[lo:hi]
                 elif run.tier in ("device", "shared"):
-                    src, d = opened.get(run.index) or (self.tiers[run.tier].get(run.index), run.device)
+                    src, d = opened.get(run.index) or (
+                        self.tiers[run.tier].get(run.index),
+                        run.device,
+                    )
                     if src is None:
-                        raise OSError(f"run {run.index} is on a GPU this process does not see (PCI bus {run.shared.bus})")
+                        raise OSError(
+                            f"run {run.index} is on a GPU this process does not see (PCI bus "
+                            f"{run.shared.bus})"
+                        )
                     if gpu is None and run.tier == "shared":
                         host_reads.setdefault(run.index, (src, d, []))[2].append((i, lo, hi))
                     elif gpu is None:
                         out[i] = dev.to_host(src[lo:hi])
                     elif gpu != d:
                         out[i] = dev.peer_copy(src[lo:hi], d, gpu)
-                    else:  # another process's rows are copied before they close; this one's are read in place
+                    # another process's rows are copied before they close; this one's are read in
+                    # place
+                    else:
                         out[i] = src[lo:hi].copy() if run.index in opened else src[lo:hi]
                 else:
                     segments.append((i, run, lo * rb, (hi - lo) * rb, total))
                     total += (hi - lo) * rb
-            if host_reads:  # the runs' windows gathered and copied out by several threads at once (the cuts)
-                with ThreadPoolExecutor(min(HOST_READERS, len(host_reads)), thread_name_prefix="dsort-windows") as pool:
-                    done = pool.map(lambda r: dev.slices_to_host(r[0], r[1], [(lo, hi) for _, lo, hi in r[2]]), host_reads.values())
+            # the runs' windows gathered and copied out by several threads at once (the cuts)
+            if host_reads:
+                with ThreadPoolExecutor(
+                    min(HOST_READERS, len(host_reads)), thread_name_prefix="dsort-windows"
+                ) as pool:
+                    done = pool.map(
+                        lambda r: dev.slices_to_host(r[0], r[1], [(lo, hi) for _, lo, hi in r[2]]),
+                        host_reads.values(),
+                    )
                     for (_, _, reads), got in zip(host_reads.values(), done):
                         for (i, _, _), rows in zip(reads, got):
                             out[i] = rows
@@ -229,7 +282,12 @@ class RunStore:
                         if isinstance(run, np.ndarray):
                             np.copyto(dst, run.reshape(-1)[first + a - at : first + b - at])
                         elif run.tier == "host":
-                            np.copyto(dst, self.host.get(run.index).reshape(-1)[first + a - at : first + b - at])
+                            np.copyto(
+                                dst,
+                                self.host.get(run.index).reshape(-1)[
+                                    first + a - at : first + b - at
+                                ],
+                            )
                         else:
                             self.disk.read_into(run, dst, first + a - at)
                     k += 1
@@ -254,19 +312,27 @@ class RunStore:
         in order (``(rows, columns)`` uint8): one gather where :meth:`read_many` would read each
         range apart (the cuts read a window of every run around every cut, thousands of them).
         None where the run is not in this process's memory or a file it sees (a GPU's, another
-        process's or another machine's run, a chain): the caller reads those with :meth:`read_many`."""
+        process's or another machine's run, a chain): the caller reads those with
+        :meth:`read_many`."""
         if isinstance(run, Chain) or self.cluster.everywhere():
             return None
-        if run.tier == "host" and self.host.holds(run.index) and isinstance(self.host.get(run.index), np.ndarray):
+        if (
+            run.tier == "host"
+            and self.host.holds(run.index)
+            and isinstance(self.host.get(run.index), np.ndarray)
+        ):
             rows = self.host.get(run.index)
-        elif run.tier == "disk" and os.path.exists(run.path):  # else gone or elsewhere: read_many fetches or makes it again
+        # else gone or elsewhere: read_many fetches or makes it again
+        elif run.tier == "disk" and os.path.exists(run.path):
             rb = run.row_bytes or self.config.row_bytes
             rows = self.disk.read(run, 0, run.rows, rb) if run.rows else np.empty((0, rb), np.uint8)
         else:
             return None
         lo, hi = np.asarray(lo, np.int64), np.asarray(hi, np.int64)
         lengths = np.maximum(hi - lo, 0)
-        at = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(int(lengths.sum()), dtype=np.int64)
+        at = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(
+            int(lengths.sum()), dtype=np.int64
+        )
         got = rows[:, :columns][at]
         if run.tier == "disk":
             self.release([(run, 0, run.rows)])
@@ -319,7 +385,8 @@ class RunStore:
         self._kept.clear()
         self.recovered.clear()
         self.budget.clear()
-        if self.directory != self.config.directory:  # a worker's own directory on a cluster of hosts
+        # a worker's own directory on a cluster of hosts
+        if self.directory != self.config.directory:
             shutil.rmtree(self.directory, ignore_errors=True)
             shutil.rmtree(self.config.directory, ignore_errors=True)
 
@@ -356,7 +423,8 @@ def store(config: StoreConfig) -> RunStore:
         return s
     s, made = lifetime.register(config.job, lambda: RunStore(config))
     if made and s.address is not None and os.path.isdir(config.directory):
-        lifetime.follow(config.job, config.directory)  # a worker reading another process's runs: its store goes when the job does
+        # a worker reading another process's runs: its store goes when the job does
+        lifetime.follow(config.job, config.directory)
     return s
 
 

@@ -15,7 +15,8 @@ from ..engine import device as dev
 
 
 class Stopwatch:
-    """Seconds per stage of one task (read, copy in, sort, ...), summed over all tasks in the end."""
+    """Seconds per stage of one task (read, copy in, sort, ...), summed over all tasks in the
+    end."""
 
     def __init__(self):
         self.times: dict[str, float] = {}
@@ -52,7 +53,8 @@ def on_stream(gpu):
 
 
 def sync(gpu):
-    """Wait for this thread's work on GPU ``gpu`` (its current stream); nothing where ``gpu`` is None."""
+    """Wait for this thread's work on GPU ``gpu`` (its current stream); nothing where ``gpu`` is
+    None."""
     if gpu is not None:
         import cupy
 

@@ -38,7 +38,9 @@ def key_frame(table, by):
     as :class:`~dsort.core.frame_keys.KeySpec` reads them."""
     import pandas as pd
 
-    return pd.DataFrame({c: pd.Series(pd.arrays.ArrowExtensionArray(table[c]), copy=False) for c in by}, copy=False)
+    return pd.DataFrame(
+        {c: pd.Series(pd.arrays.ArrowExtensionArray(table[c]), copy=False) for c in by}, copy=False
+    )
 
 
 def spec_of(schema, by, ascending, na_position, no_nulls: bool = False) -> KeySpec:
@@ -49,7 +51,9 @@ def spec_of(schema, by, ascending, na_position, no_nulls: bool = False) -> KeySp
     one such column is keyed by words (:meth:`KeySpec.words`), which sort as numbers."""
     if all(numbers(schema.field(c).type) for c in by):
         dtypes = [schema.field(c).type.to_pandas_dtype() for c in by]
-        return KeySpec.of_numbers(by, dtypes, list(ascending), na_position, word=no_nulls and len(by) == 1)
+        return KeySpec.of_numbers(
+            by, dtypes, list(ascending), na_position, word=no_nulls and len(by) == 1
+        )
     return KeySpec.of(key_frame(schema.empty_table(), by), list(by), list(ascending), na_position)
 
 
@@ -88,7 +92,8 @@ def take(table, order):
     import pyarrow as pa
 
     order = np.ascontiguousarray(order, np.int64)
-    idx = pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])  # no copy (pa.array of NumPy imports pandas)
+    # no copy (pa.array of NumPy imports pandas)
+    idx = pa.Array.from_buffers(pa.int64(), len(order), [None, pa.py_buffer(order)])
     cols = [c.combine_chunks() if c.num_chunks != 1 else c.chunk(0) for c in table.columns]
     return pa.Table.from_arrays([_take_column(c, idx) for c in cols], schema=table.schema)
 
@@ -101,7 +106,9 @@ def _take_column(col, idx):
     try:
         return col.take(idx)
     except pa.ArrowNotImplementedError:
-        wide = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}.get(col.type)
+        wide = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}.get(
+            col.type
+        )
         if wide is not None:
             return col.cast(wide).take(idx).cast(col.type)
         values = col.to_pylist()
@@ -131,7 +138,8 @@ def table_keys(table, spec: KeySpec, words: bool = True) -> tuple:
 
 
 def _nulls(col) -> np.ndarray | None:
-    """Where an Arrow column (chunked) holds nulls, from its validity bitmaps; None where it holds none."""
+    """Where an Arrow column (chunked) holds nulls, from its validity bitmaps; None where it holds
+    none."""
     if not col.null_count:
         return None
     parts = []
@@ -168,13 +176,15 @@ def _values(table, name) -> np.ndarray:
 
 
 def piece(spec: KeySpec, part: Sorted, p: FC.Plan, cut, t: int, q: int):
-    """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``, the rows a view."""
+    """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``, the rows a
+    view."""
     a, b = int(cut[t, q]), int(cut[t + 1, q])
     return part.table.slice(a, b - a), FC.part_keys(spec, part, p, a, b)
 
 
 def merge(device, *pieces):
-    """One output: its slices of every part (``(table, keys)``, in part order) merged by their keys."""
+    """One output: its slices of every part (``(table, keys)``, in part order) merged by their
+    keys."""
     import pyarrow as pa
 
     full = [(t, k) for t, k in pieces if len(t)]
@@ -188,7 +198,9 @@ def merge(device, *pieces):
 
 def tally(table) -> valsort.Summary:
     """A table's count, checksum (:func:`row_hashes`) and bytes."""
-    return valsort.Summary(records=len(table), checksum=valsort.exact_sum(row_hashes(table)), bytes=int(table.nbytes))
+    return valsort.Summary(
+        records=len(table), checksum=valsort.exact_sum(row_hashes(table)), bytes=int(table.nbytes)
+    )
 
 
 def row_hashes(table) -> np.ndarray:
@@ -208,20 +220,26 @@ def summarize(table, spec: KeySpec) -> valsort.Summary:
     if spec.word or of_numbers(table, spec):
         return s
     if len(table):
-        s.first_key, s.last_key = key_frame(table.slice(0, 1), spec.by), key_frame(table.slice(len(table) - 1, 1), spec.by)
+        s.first_key, s.last_key = (
+            key_frame(table.slice(0, 1), spec.by),
+            key_frame(table.slice(len(table) - 1, 1), spec.by),
+        )
     return s
 
 
 def ends_comparable(summaries, spec: KeySpec) -> list:
     """``summaries`` of consecutive tables (:func:`summarize`) with their first and last rows
     encoded as keys at one string width (the widest of those rows), so
-    :func:`dsort.core.valsort.combine` can compare each table's last key with the next one's first."""
+    :func:`dsort.core.valsort.combine` can compare each table's last key with the next one's
+    first."""
     import pandas as pd
 
     ends = [s for s in summaries if s.records and s.first_key is not None]
     if not ends:
         return list(summaries)
-    keys, _ = spec.encode(pd.concat([x for s in ends for x in (s.first_key, s.last_key)], ignore_index=True))
+    keys, _ = spec.encode(
+        pd.concat([x for s in ends for x in (s.first_key, s.last_key)], ignore_index=True)
+    )
     for i, s in enumerate(ends):
         s.first_key, s.last_key = keys[2 * i : 2 * i + 1], keys[2 * i + 1 : 2 * i + 2]
     return list(summaries)

@@ -5,10 +5,10 @@ of order, how many keys equal the previous key, and its first and last key. Summ
 chunks combine exactly (:func:`combine`), so a file larger than memory is checked chunk by chunk,
 in parallel, and the result equals the summary of the whole file.
 
-* **checksum** (``valsort``'s): the sum over records of the CRC-32 (zlib's) of each record's bytes. A
-  sum does not depend on the order, so a sort leaves it unchanged, and a lost, duplicated or changed
-  record changes it (barring a CRC collision). For Parquet rows, whose width varies, the record hash
-  is pandas' ``hash_pandas_object`` of the row instead (see :mod:`dsort.io.parquet`).
+* **checksum** (``valsort``'s): the sum over records of the CRC-32 (zlib's) of each record's bytes.
+  A sum does not depend on the order, so a sort leaves it unchanged, and a lost, duplicated or
+  changed record changes it (barring a CRC collision). For Parquet rows, whose width varies, the
+  record hash is pandas' ``hash_pandas_object`` of the row instead (see :mod:`dsort.io.parquet`).
 * **order**: byte keys compare as unsigned bytes (``memcmp``); numbers by value with NaN last (both
   directions), as :mod:`dsort.engine.keys` defines. Written here on purpose rather than taken from
   the engines: the check must not trust the code whose output it verifies.
@@ -17,8 +17,8 @@ in parallel, and the result equals the summary of the whole file.
 
 Every function here takes NumPy or CuPy arrays (the array module is taken from the input), so the
 sort computes its checksums on the device that holds the data: on a GPU one pass of dsort's
-check kernels (``kernels/kernel_check.cu``, apart from the sort's code) computes the checksum and the
-order counts at once, with the element-wise path below for what they do not take.
+check kernels (``kernels/kernel_check.cu``, apart from the sort's code) computes the checksum and
+the order counts at once, with the element-wise path below for what they do not take.
 """
 
 from __future__ import annotations
@@ -35,11 +35,13 @@ from ..engine.device import from_host, is_device_array, to_host, xp_of
 
 @functools.lru_cache(maxsize=8)
 def _crc_tables(width: int):
-    """Tables that make the CRC-32 of a ``width``-byte message an XOR of table entries (for the GPU).
+    """Tables that make the CRC-32 of a ``width``-byte message an XOR of table entries (for the
+    GPU).
 
     CRC-32 is affine over GF(2) for a fixed length: ``crc(m) = crc(0) ^ XOR_i L_i[m_i]`` with
-    ``L_i[b] = crc(b at position i, zeros elsewhere) ^ crc(0)``. Pairs of bytes share one 65536-entry
-    table (half the lookups); an odd last byte gets its own 256-entry table. Built with zlib itself.
+    ``L_i[b] = crc(b at position i, zeros elsewhere) ^ crc(0)``. Pairs of bytes share one
+    65536-entry table (half the lookups); an odd last byte gets its own 256-entry table. Built with
+    zlib itself.
     """
     zero = zlib.crc32(bytes(width))
     single = np.empty((width, 256), np.uint32)
@@ -51,7 +53,9 @@ def _crc_tables(width: int):
         msg[i] = 0
     pairs = width // 2
     # a little-endian uint16 holds byte 2i in its low and byte 2i+1 in its high half
-    double = (single[0 : 2 * pairs : 2][:, None, :] ^ single[1 : 2 * pairs : 2][:, :, None]).reshape(pairs, 65536)
+    double = (
+        single[0 : 2 * pairs : 2][:, None, :] ^ single[1 : 2 * pairs : 2][:, :, None]
+    ).reshape(pairs, 65536)
     last = single[width - 1] if width % 2 else None
     return np.uint32(zero), double, last
 
@@ -70,7 +74,9 @@ def crc32_rows(rows):
     """
     xp = xp_of(rows)
     if rows.ndim != 2 or rows.dtype != np.uint8:
-        raise ValueError(f"records must be a 2-D uint8 array, got {rows.dtype} of shape {rows.shape}")
+        raise ValueError(
+            f"records must be a 2-D uint8 array, got {rows.dtype} of shape {rows.shape}"
+        )
     if xp is np:
         return crc.crc32_rows(rows)
     n, width = rows.shape
@@ -163,14 +169,21 @@ class Summary:
 
 
 def summarize(
-    keys, rows=None, *, descending: bool = False, checksums=None, nbytes: int | None = None, with_checksum: bool = True
+    keys,
+    rows=None,
+    *,
+    descending: bool = False,
+    checksums=None,
+    nbytes: int | None = None,
+    with_checksum: bool = True,
 ) -> Summary:
-    """Summary of one chunk: ``keys`` (1-D numbers or 2-D byte rows) and the records' bytes ``rows``.
+    """Summary of one chunk: ``keys`` (1-D numbers or 2-D byte rows) and the records' bytes
+    ``rows``.
 
     ``rows`` defaults to the keys' own bytes (a ``.npy`` array: the record is the element). Pass
     ``checksums`` (one uint32/uint64 hash per record) instead of ``rows`` for records that are not
-    fixed-width bytes. ``with_checksum`` False: no checksum (0; the caller sums it elsewhere), the order only.
-    Returns host values only, whatever device ``keys`` is on.
+    fixed-width bytes. ``with_checksum`` False: no checksum (0; the caller sums it elsewhere), the
+    order only. Returns host values only, whatever device ``keys`` is on.
     """
     xp = xp_of(keys)
     n = len(keys)

@@ -14,7 +14,9 @@ from .errors import Incomparable, UnsupportedType
 def unordered(s: pd.Series) -> TypeError:
     dtype = getattr(s.dtype, "pyarrow_dtype", s.dtype)
     kinds = "numbers, decimals, booleans, strings, bytes, dates and times"
-    return UnsupportedType(f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by {kinds}")
+    return UnsupportedType(
+        f"cannot sort by column {s.name!r} of type {dtype}; dsort sorts by {kinds}"
+    )
 
 
 def from_arrow(s: pd.Series) -> pd.Series:
@@ -24,9 +26,19 @@ def from_arrow(s: pd.Series) -> pd.Series:
     import pyarrow as pa
 
     t = s.dtype.pyarrow_dtype
-    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or variable_width(t):
+    if (
+        pa.types.is_integer(t)
+        or pa.types.is_floating(t)
+        or pa.types.is_boolean(t)
+        or variable_width(t)
+    ):
         return s
-    if pa.types.is_timestamp(t) or pa.types.is_date(t) or pa.types.is_time(t) or pa.types.is_duration(t):
+    if (
+        pa.types.is_timestamp(t)
+        or pa.types.is_date(t)
+        or pa.types.is_time(t)
+        or pa.types.is_duration(t)
+    ):
         return s.astype(pd.ArrowDtype(pa.int32() if t.bit_width == 32 else pa.int64()))
     if pa.types.is_decimal(t):  # 32, 64 (cudf's), 128 or 256 bits
         return s
@@ -43,8 +55,8 @@ def is_decimal(dtype) -> bool:
 
 def decimal_bytes(s: pd.Series) -> np.ndarray:
     """Arrow decimals (one scale per column) as their unscaled integers' order-preserving bytes:
-    Arrow holds each as a little-endian two's complement integer of 4, 8, 16 or 32 bytes; big-endian with
-    the sign bit flipped, they compare as unsigned bytes in the decimals' order."""
+    Arrow holds each as a little-endian two's complement integer of 4, 8, 16 or 32 bytes; big-endian
+    with the sign bit flipped, they compare as unsigned bytes in the decimals' order."""
     import pyarrow as pa
 
     arr = pa.chunked_array(pa.array(s.array)).combine_chunks()
@@ -69,12 +81,16 @@ def value_buffers(s: pd.Series):
     if not pdt.is_object_dtype(s.dtype) and hasattr(s.array, "__arrow_array__"):
         try:
             arr = pa.chunked_array(pa.array(s.array)).combine_chunks()
-        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError, UnicodeEncodeError):  # Python strings: a lone surrogate
+        # Python strings: a lone surrogate
+        except (pa.ArrowTypeError, pa.ArrowInvalid, TypeError, UnicodeEncodeError):
             arr = None
     if arr is None:
         return _object_buffers(s)
     binary = pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type)
-    return (*_arrow_buffers(arr), () if arr.null_count == len(arr) else ("bytes",) if binary else ("str",))
+    return (
+        *_arrow_buffers(arr),
+        () if arr.null_count == len(arr) else ("bytes",) if binary else ("str",),
+    )
 
 
 def _arrow_buffers(arr):
@@ -84,25 +100,39 @@ def _arrow_buffers(arr):
     if not variable_width(arr.type):
         arr = arr.cast(pa.large_string())
     if arr.null_count:
-        arr = arr.fill_null(b"" if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type) else "")
+        arr = arr.fill_null(
+            b"" if pa.types.is_binary(arr.type) or pa.types.is_large_binary(arr.type) else ""
+        )
     _, offsets, data = arr.buffers()
-    kind = np.int64 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else np.int32
+    kind = (
+        np.int64
+        if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type)
+        else np.int32
+    )
     offsets = np.frombuffer(offsets, kind)[arr.offset : arr.offset + len(arr) + 1].astype(np.int64)
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
     return data, offsets
 
 
-NUMBERS = (int, float, np.integer, np.floating, np.bool_)  # Python's bool is an int: 0 and 1, as it compares them
-# the kinds of an object column of numbers, by what pandas' infer_dtype says of it (else its values' types)
-NUMBER_KINDS = {"integer": ("int",), "floating": ("float",), "mixed-integer-float": ("int", "float"), "boolean": ("bool",)}
-NUMBER_BYTES = 10  # an object column's number: the nearest float64's word (8), then the int's distance from it (2)
+# Python's bool is an int: 0 and 1, as it compares them
+NUMBERS = (int, float, np.integer, np.floating, np.bool_)
+# the kinds of an object column of numbers, by what pandas' infer_dtype says of it (else its values'
+# types)
+NUMBER_KINDS = {
+    "integer": ("int",),
+    "floating": ("float",),
+    "mixed-integer-float": ("int", "float"),
+    "boolean": ("bool",),
+}
+# an object column's number: the nearest float64's word (8), then the int's distance from it (2)
+NUMBER_BYTES = 10
 
 
 def _object_buffers(s: pd.Series):
     """An object column's values (or Python-stored strings) as bytes that order them as Python
-    compares them, ``(data, offsets, kinds)`` as :func:`value_buffers` gives them, missing values empty:
-    strings as UTF-8, lone surrogates kept (``surrogatepass``: their bytes lie between those of
-    U+D7FF and U+E000, in code point order); bytes as they are; numbers (ints, floats and bools,
+    compares them, ``(data, offsets, kinds)`` as :func:`value_buffers` gives them, missing values
+    empty: strings as UTF-8, lone surrogates kept (``surrogatepass``: their bytes lie between those
+    of U+D7FF and U+E000, in code point order); bytes as they are; numbers (ints, floats and bools,
     Python's or NumPy's) as :func:`_number_bytes`. Values of any other type, or of types that do not
     compare with each other (strings and numbers, which pandas' sort refuses too), are refused with
     an :class:`UnsupportedType` that names the column and the types."""
@@ -111,14 +141,20 @@ def _object_buffers(s: pd.Series):
     na = s.isna().to_numpy(dtype=bool)
     values = s.to_numpy(dtype=object)
     kind = pdt.infer_dtype(values, skipna=True)
-    if kind not in ("string", "bytes"):  # numbers or none; or missing values it does not skip (NaT): looked at without them
+    # numbers or none; or missing values it does not skip (NaT): looked at without them
+    if kind not in ("string", "bytes"):
         present = values[~na]
         kind = pdt.infer_dtype(present, skipna=False)
     if kind in ("string", "bytes"):
         try:
-            arr = pa.array(values, mask=na, type=pa.large_string() if kind == "string" else pa.large_binary())
+            arr = pa.array(
+                values, mask=na, type=pa.large_string() if kind == "string" else pa.large_binary()
+            )
         except UnicodeEncodeError:  # a lone surrogate, which UTF-8 proper has no bytes for
-            arr = pa.array([None if m else v.encode("utf-8", "surrogatepass") for v, m in zip(values, na)], type=pa.large_binary())
+            arr = pa.array(
+                [None if m else v.encode("utf-8", "surrogatepass") for v, m in zip(values, na)],
+                type=pa.large_binary(),
+            )
         return (*_arrow_buffers(arr), ("str",) if kind == "string" else ("bytes",))
     if kind == "empty":  # no values
         return np.empty(0, np.uint8), np.zeros(len(s) + 1, np.int64), ()
@@ -126,15 +162,23 @@ def _object_buffers(s: pd.Series):
     if found is None or all(issubclass(t, NUMBERS) for t in found):
         rows = _number_bytes(present, s.name)
         kinds = NUMBER_KINDS[kind] if found is None else tuple(t.__name__ for t in found)
-        return rows.reshape(-1), np.concatenate([[0], np.cumsum(np.where(na, 0, NUMBER_BYTES))]), kinds
+        return (
+            rows.reshape(-1),
+            np.concatenate([[0], np.cumsum(np.where(na, 0, NUMBER_BYTES))]),
+            kinds,
+        )
     other = [t.__name__ for t in found if not issubclass(t, (str, bytes, *NUMBERS))]
     if other:
         raise UnsupportedType(
-            f"cannot sort by column {s.name!r}: it holds {', '.join(other)} values; dsort sorts an object column of strings, "
+            f"cannot sort by column {s.name!r}: it holds {', '.join(other)} values; dsort sorts an "
+            "object column of strings, "
             "bytes or numbers: give it a dtype (astype) first"
         )
     names = ", ".join(t.__name__ for t in found)
-    raise Incomparable(f"cannot sort by column {s.name!r}: it holds values of types {names}, which do not compare with each other")
+    raise Incomparable(
+        f"cannot sort by column {s.name!r}: it holds values of types {names}, which do not compare "
+        "with each other"
+    )
 
 
 def _number_bytes(values: np.ndarray, name) -> np.ndarray:
@@ -153,7 +197,9 @@ def _number_bytes(values: np.ndarray, name) -> np.ndarray:
         if isinstance(v, (float, np.floating)):
             continue
         if not -(2**64) < int(v) < 2**64:
-            raise UnsupportedType(f"cannot sort by column {name!r}: it holds an int of more than 64 bits ({int(v)})")
+            raise UnsupportedType(
+                f"cannot sort by column {name!r}: it holds an int of more than 64 bits ({int(v)})"
+            )
         off[i] = int(v) - int(f[i]) if f is not None else 0
     word, _ = number_word(f)
     out = np.empty((len(values), NUMBER_BYTES), np.uint8)
@@ -167,10 +213,11 @@ def number_word(x, xp=np, kind=None, out=None) -> tuple:
     datetimes or durations of a NumPy dtype: unsigned words whose order is the values' order
     (sign bit flipped; all bits flipped for negative floats; -0.0 as +0.0; float16 as float64),
     and where the values are missing (NaN, NaT), whose words are 0. The one home of the order of
-    numbers: the keys made on the host (:func:`_column_key`) and on a GPU (:func:`write_number_keys`).
-    ``kind``: the values' NumPy kind where ``x`` holds them as other words (``"M"``/``"m"`` for
-    datetimes or durations given as int64, which CuPy holds). ``out``: where integers' words are
-    written (unsigned, at least as wide), so they are made once, in memory the caller chose."""
+    numbers: the keys made on the host (:func:`_column_key`) and on a GPU
+    (:func:`write_number_keys`). ``kind``: the values' NumPy kind where ``x`` holds them as other
+    words (``"M"``/``"m"`` for datetimes or durations given as int64, which CuPy holds). ``out``:
+    where integers' words are written (unsigned, at least as wide), so they are made once, in memory
+    the caller chose."""
     kind, size = kind or x.dtype.kind, x.dtype.itemsize
     if kind == "b":
         return x.astype(xp.uint8), xp.zeros(len(x), dtype=bool)
@@ -200,4 +247,9 @@ def variable_width(t) -> bool:
     """An Arrow string or binary type: its values' bytes (UTF-8 or raw) compare as the values do."""
     import pyarrow as pa
 
-    return pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+    return (
+        pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+    )

@@ -36,7 +36,9 @@ def get(array):
         from . import cupy_engine
 
         return cupy_engine
-    raise TypeError(f"dsort sorts NumPy or CuPy arrays, got {type(array).__module__}.{type(array).__name__}")
+    raise TypeError(
+        f"dsort sorts NumPy or CuPy arrays, got {type(array).__module__}.{type(array).__name__}"
+    )
 
 
 def take_rows(values, positions):
@@ -51,7 +53,11 @@ def take_rows(values, positions):
             return values[positions]
         width = values.dtype.itemsize * int(np.prod(values.shape[1:]))
         one = np.ascontiguousarray(values.reshape(len(values), -1)).view(f"V{width}").reshape(-1)
-        return host.take(one, positions).view(values.dtype).reshape((len(positions),) + values.shape[1:])
+        return (
+            host.take(one, positions)
+            .view(values.dtype)
+            .reshape((len(positions),) + values.shape[1:])
+        )
     return get(values).take_rows(values, positions)
 
 

@@ -135,9 +135,16 @@ def nvrtc() -> ctypes.CDLL:
             tried.append(path)
             continue
         lib.nvrtcGetErrorString.restype = ctypes.c_char_p
-        lib.nvrtcGetLoweredName.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p)]
+        lib.nvrtcGetLoweredName.argtypes = [
+            ctypes.c_void_p,
+            ctypes.c_char_p,
+            ctypes.POINTER(ctypes.c_char_p),
+        ]
         return lib
-    raise NvrtcError("NVRTC's library was not found (pip install nvidia-cuda-nvrtc, or set DSORT_NVRTC); tried " + ", ".join(tried))
+    raise NvrtcError(
+        "NVRTC's library was not found (pip install nvidia-cuda-nvrtc, or set DSORT_NVRTC); tried "
+        + ", ".join(tried)
+    )
 
 
 def nvrtc_version() -> str:
@@ -171,7 +178,11 @@ def compile_module(m: Module, arch: int) -> tuple[bytes, dict]:
     """``(cubin, {name expression: mangled name})`` of module ``m`` for ``sm_{arch}``."""
     lib = nvrtc()
     prog = ctypes.c_void_p()
-    _check(lib, lib.nvrtcCreateProgram(ctypes.byref(prog), code(m).encode(), b"dsort.cu", 0, None, None), "create")
+    _check(
+        lib,
+        lib.nvrtcCreateProgram(ctypes.byref(prog), code(m).encode(), b"dsort.cu", 0, None, None),
+        "create",
+    )
     try:
         for name in m.names:
             _check(lib, lib.nvrtcAddNameExpression(prog, name.encode()), "name expression", prog)
@@ -185,14 +196,21 @@ def compile_module(m: Module, arch: int) -> tuple[bytes, dict]:
         lowered = {}
         for name in m.names:
             out = ctypes.c_char_p()
-            _check(lib, lib.nvrtcGetLoweredName(prog, name.encode(), ctypes.byref(out)), "lowered name", prog)
+            _check(
+                lib,
+                lib.nvrtcGetLoweredName(prog, name.encode(), ctypes.byref(out)),
+                "lowered name",
+                prog,
+            )
             lowered[name] = out.value.decode()
         return cubin.raw, lowered
     finally:
         lib.nvrtcDestroyProgram(ctypes.byref(prog))
 
 
-def build(archs=None, jobs: int | None = None, out: Path | None = None, stream=None, only=None) -> dict:
+def build(
+    archs=None, jobs: int | None = None, out: Path | None = None, stream=None, only=None
+) -> dict:
     """Compile every module for each of ``archs`` (default: :data:`ARCHS`) into ``out`` (default:
     :func:`aot_dir`), in ``jobs`` threads (NVRTC runs without the GIL); ``only``: a predicate on
     modules, to build some (tests). Returns ``{arch: modules built}``; each architecture's manifest
@@ -202,7 +220,10 @@ def build(archs=None, jobs: int | None = None, out: Path | None = None, stream=N
     archs = [int(a) for a in (archs or ARCHS)]
     unknown = [a for a in archs if a not in ARCHS]
     if unknown:
-        raise ValueError(f"no shared-memory size known for sm_{unknown[0]}: the shipped architectures are {sorted(ARCHS)}")
+        raise ValueError(
+            f"no shared-memory size known for sm_{unknown[0]}: the shipped architectures are "
+            f"{sorted(ARCHS)}"
+        )
     out = Path(out or aot_dir())
     jobs = jobs or os.cpu_count() or 1
     done = {}
@@ -222,12 +243,22 @@ def build(archs=None, jobs: int | None = None, out: Path | None = None, stream=N
         for stale in d.glob("*.cubin"):
             if stale.stem not in manifest:
                 stale.unlink()
-        doc = {"digest": digest(), "nvrtc": nvrtc_version(), "arch": arch, "options": list(OPTIONS), "modules": manifest}
+        doc = {
+            "digest": digest(),
+            "nvrtc": nvrtc_version(),
+            "arch": arch,
+            "options": list(OPTIONS),
+            "modules": manifest,
+        }
         (d / "manifest.json").write_text(json.dumps(doc, indent=1, sort_keys=True))
         done[arch] = len(mods)
         if stream:
             size = sum(len(c) for c, _ in built)
-            print(f"sm_{arch}: {len(mods)} modules, {size / 2**20:.1f} MiB of cubins in {time.perf_counter() - t:.1f} s", file=stream)
+            print(
+                f"sm_{arch}: {len(mods)} modules, {size / 2**20:.1f} MiB of cubins in "
+                f"{time.perf_counter() - t:.1f} s",
+                file=stream,
+            )
     _manifest.cache_clear()
     return done
 
@@ -235,8 +266,13 @@ def build(archs=None, jobs: int | None = None, out: Path | None = None, stream=N
 def main(argv=None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m dsort.engine._aot", description="Build dsort's kernels ahead of time (no GPU needed).")
-    p.add_argument("--arch", default=",".join(map(str, ARCHS)), help="compute capabilities, e.g. 80,90,100")
+    p = argparse.ArgumentParser(
+        prog="python -m dsort.engine._aot",
+        description="Build dsort's kernels ahead of time (no GPU needed).",
+    )
+    p.add_argument(
+        "--arch", default=",".join(map(str, ARCHS)), help="compute capabilities, e.g. 80,90,100"
+    )
     p.add_argument("--jobs", type=int, default=None, help="NVRTC compiles at once (default: CPUs)")
     p.add_argument("--out", default=None, help=f"where (default: {aot_dir()})")
     args = p.parse_args(argv)

@@ -1,7 +1,7 @@
 """valsort's output checks on the GPU (``kernels/kernel_check.cu``): the records' checksum and the
 order and duplicates of consecutive keys, one pass each over the data, the results read back in
-one copy. :mod:`dsort.core.valsort` calls :func:`summary` for device arrays and keeps its element-wise
-path for what this does not take (other dtypes, non-native byte order, odd strides)."""
+one copy. :mod:`dsort.core.valsort` calls :func:`summary` for device arrays and keeps its
+element-wise path for what this does not take (other dtypes, non-native byte order, odd strides)."""
 
 from __future__ import annotations
 
@@ -29,7 +29,11 @@ def _crc32_sum(rows, stride: int, out) -> None:
     n = len(rows)
     if n and rows.shape[1]:  # the CRC-32 of no bytes is 0
         kern = P.check_plan().crc32_sum
-        C.launch(kern, kern.grid(n, C.sm_count()), (rows, np.int64(n), np.int32(rows.shape[1]), np.int64(stride), out))
+        C.launch(
+            kern,
+            kern.grid(n, C.sm_count()),
+            (rows, np.int64(n), np.int32(rows.shape[1]), np.int64(stride), out),
+        )
 
 
 def crc32_sum(rows) -> int | None:

@@ -29,8 +29,8 @@ class Coded:
 
 
 def rows_pitch(x) -> int | None:
-    """Bytes between the rows (items along axis 0) of ``x`` whose bytes within a row are C-contiguous
-    (a view of wider records: a row of each), else None."""
+    """Bytes between the rows (items along axis 0) of ``x`` whose bytes within a row are
+    C-contiguous (a view of wider records: a row of each), else None."""
     inner = x.dtype.itemsize
     for dim, stride in zip(reversed(x.shape[1:]), reversed(x.strides[1:])):
         if dim > 1 and stride != inner:
@@ -58,13 +58,26 @@ def gather_rows(values, positions=None):
     if pitch is None:
         values, pitch = cupy.ascontiguousarray(values), width
     if positions is not None:
-        if positions.dtype.itemsize not in P.VALUE_TYPES or positions.strides[0] % positions.itemsize:
+        if (
+            positions.dtype.itemsize not in P.VALUE_TYPES
+            or positions.strides[0] % positions.itemsize
+        ):
             positions = cupy.ascontiguousarray(positions, dtype=cupy.int64)
-    word = max(w for w in P.GATHER_WORDS if width % w == 0 and pitch % w == 0 and values.data.ptr % w == 0)
+    word = max(
+        w for w in P.GATHER_WORDS if width % w == 0 and pitch % w == 0 and values.data.ptr % w == 0
+    )
     kern = P.rows_plan().gather[word, positions.itemsize if positions is not None else 8]
-    pos_args = (C.NULL, np.int64(0)) if positions is None else (positions, np.int64(positions.strides[0] // positions.itemsize))
+    pos_args = (
+        (C.NULL, np.int64(0))
+        if positions is None
+        else (positions, np.int64(positions.strides[0] // positions.itemsize))
+    )
     words = width // word
-    C.launch(kern, kern.grid(n * words), (values, np.int64(pitch // word), *pos_args, np.int64(n), np.int32(words), out))
+    C.launch(
+        kern,
+        kern.grid(n * words),
+        (values, np.int64(pitch // word), *pos_args, np.int64(n), np.int32(words), out),
+    )
     return out
 
 
@@ -82,7 +95,8 @@ def concatenate(arrays):
     first = arrays[0]
     if any(a.shape[1:] != first.shape[1:] for a in arrays):
         raise ValueError("concatenate: arrays of one trailing shape")
-    dtype = np.result_type(*(a.dtype for a in arrays))  # promoted as NumPy's (mixed dtypes: a cast each)
+    # promoted as NumPy's (mixed dtypes: a cast each)
+    dtype = np.result_type(*(a.dtype for a in arrays))
     arrays = [contiguous(a if a.dtype == dtype else a.astype(dtype)) for a in arrays]
     out = cupy.empty((sum(len(a) for a in arrays),) + first.shape[1:], dtype=dtype)
     at = 0
@@ -109,7 +123,15 @@ def pack(rows, offset: int, length: int, perm=None) -> Coded:
     out = cupy.empty((n, 2) if word == 16 else n, dtype=cupy.uint64)
     plan = P.rows_plan()
     kern = plan.pack[word, perm.dtype.itemsize if perm is not None else 4]
-    args = (rows, np.int64(n), np.int64(pitch), np.int32(offset), np.int32(length), C.NULL if perm is None else perm, out)
+    args = (
+        rows,
+        np.int64(n),
+        np.int64(pitch),
+        np.int32(offset),
+        np.int32(length),
+        C.NULL if perm is None else perm,
+        out,
+    )
     C.launch(kern, kern.grid(n), args)
 
     def decode(codes):
@@ -117,7 +139,9 @@ def pack(rows, offset: int, length: int, perm=None) -> Coded:
             raise AssertionError("only whole keys decode")
         res = cupy.empty((len(codes), width), dtype=cupy.uint8)
         unpack = plan.unpack[word]
-        C.launch(unpack, unpack.grid(len(codes)), (codes, np.int64(len(codes)), np.int32(width), res))
+        C.launch(
+            unpack, unpack.grid(len(codes)), (codes, np.int64(len(codes)), np.int32(width), res)
+        )
         return res
 
     return Coded(out, P.ROW_WORDS[word], decode)

@@ -41,7 +41,8 @@ def _module(m: Module, arch: int) -> tuple[cupy.RawModule, dict]:
         path, lowered = shipped
         try:
             mod = cupy.RawModule(path=str(path))
-            mod.get_function(next(iter(lowered.values())))  # loads it: a driver too old for it says so here
+            # loads it: a driver too old for it says so here
+            mod.get_function(next(iter(lowered.values())))
             return mod, lowered
         except cupy.cuda.driver.CUDADriverError:
             pass  # compiled here instead, for this driver
@@ -80,7 +81,8 @@ def launch(kernel: Kernel, grid: int, args) -> None:
         return
     kern, smem = function(kernel), kernel.smem
     if smem > 48 * 1024 and kern.max_dynamic_shared_size_bytes < smem:
-        with _build_lock:  # threads launching one kernel: raise it once, before any of them launches
+        # threads launching one kernel: raise it once, before any of them launches
+        with _build_lock:
             if kern.max_dynamic_shared_size_bytes < smem:
                 kern.max_dynamic_shared_size_bytes = smem
     kern((int(grid),), (kernel.threads,), args, shared_mem=smem)
@@ -90,7 +92,9 @@ def launch(kernel: Kernel, grid: int, args) -> None:
 def _target(device: int) -> Target:
     d = cupy.cuda.Device(device)
     attrs = d.attributes
-    smem = int(attrs.get("MaxSharedMemoryPerBlockOptin", attrs.get("MaxSharedMemoryPerBlock", 48 * 1024)))
+    smem = int(
+        attrs.get("MaxSharedMemoryPerBlockOptin", attrs.get("MaxSharedMemoryPerBlock", 48 * 1024))
+    )
     return Target(int(d.compute_capability), smem)
 
 

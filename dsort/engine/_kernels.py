@@ -28,12 +28,16 @@ from ._tuning import Tuning
 
 
 def kernel_dir() -> Path:
-    """Where the CUDA sources are: inside the installed package, or ``kernels/`` of a source tree."""
+    """Where the CUDA sources are: inside the installed package, or ``kernels/`` of a source
+    tree."""
     here = Path(__file__).resolve().parent.parent  # dsort/
     for candidate in (here / "kernels", here.parent / "kernels"):
         if (candidate / "README.md").is_file():
             return candidate
-    raise FileNotFoundError(f"dsort's CUDA sources are missing: looked in {here / 'kernels'} and {here.parent / 'kernels'}")
+    raise FileNotFoundError(
+        f"dsort's CUDA sources are missing: looked in {here / 'kernels'} and "
+        f"{here.parent / 'kernels'}"
+    )
 
 
 SORT_SOURCES = ("kernel_mergesort.cu", "kernel_merge.cu")
@@ -43,7 +47,8 @@ ROWS_SOURCES = ("kernel_rows.cu",)
 CHECK_SOURCES = ("kernel_check.cu",)
 
 QUERY_THREADS = 256  # CTA of the one-thread-per-query kernels (searches, partitions, byte rows)
-CHECK_THREADS, CHECK_ITEMS = 256, 8  # CTA of k_check_sorted, and the keys each thread reads per tile
+# CTA of k_check_sorted, and the keys each thread reads per tile
+CHECK_THREADS, CHECK_ITEMS = 256, 8
 # The sortedness checks run persistent grids (their CTAs stop once the answer is known): this many
 # CTAs per SM keep the memory system busy.
 CHECK_CTAS_PER_SM, ROWS_CHECK_CTAS_PER_SM = 8, 16
@@ -67,9 +72,12 @@ _C_OF = {
 BYTES16 = "dsort::Bytes16"  # up to 16 bytes of a byte key, big-endian (cta_order.cuh)
 KEY_BYTES = {c: int(code[1:]) for code, c in _C_OF.items()} | {BYTES16: 16}
 FLOATS = ("float", "double")
-ROW_WORDS = {8: "unsigned long long", 16: BYTES16}  # byte keys packed into one word of this many bytes
-VALUE_TYPES = {4: "unsigned int", 8: "unsigned long long"}  # values ride along as unsigned words of their size
-GATHER_WORDS = {1: "unsigned char", 2: "unsigned short", **VALUE_TYPES}  # rows move as the widest that divides them
+# byte keys packed into one word of this many bytes
+ROW_WORDS = {8: "unsigned long long", 16: BYTES16}
+# values ride along as unsigned words of their size
+VALUE_TYPES = {4: "unsigned int", 8: "unsigned long long"}
+# rows move as the widest that divides them
+GATHER_WORDS = {1: "unsigned char", 2: "unsigned short", **VALUE_TYPES}
 _INT64 = "long long"  # what argsort's last write turns 4-byte positions into
 _NO_VALUE = "dsort::NoValue"
 
@@ -141,7 +149,8 @@ class Kernel:
     threads: int  # per CTA
     tile: int  # items per CTA: count items take ceil(count / tile) CTAs
     smem: int = 0  # dynamic shared memory per CTA, bytes
-    ctas_per_sm: int = 0  # > 0: a persistent grid (grid-stride loop) of at most this many CTAs per SM
+    # > 0: a persistent grid (grid-stride loop) of at most this many CTAs per SM
+    ctas_per_sm: int = 0
 
     def grid(self, count: int, sms: int = 0) -> int:
         """CTAs for ``count`` items (``sms``: the device's SM count, for persistent grids)."""
@@ -203,7 +212,13 @@ class SearchPlan:
         return self.searchsorted_right if right else self.searchsorted_left
 
     def kernels(self) -> tuple[Kernel, ...]:
-        return (self.partition_runs, self.merge_path, self.searchsorted_left, self.searchsorted_right, self.check_sorted)
+        return (
+            self.partition_runs,
+            self.merge_path,
+            self.searchsorted_left,
+            self.searchsorted_right,
+            self.check_sorted,
+        )
 
 
 def _per_query(module: Module, name: str) -> Kernel:
@@ -221,8 +236,18 @@ def search_plan(order: Order) -> SearchPlan:
         "check_sorted": f"dsort::k_check_sorted<{o}, {CHECK_THREADS}, {CHECK_ITEMS}>",
     }
     module = Module(SEARCH_SOURCES, tuple(names.values()))
-    check = Kernel(module, names.pop("check_sorted"), CHECK_THREADS, CHECK_THREADS * CHECK_ITEMS, ctas_per_sm=CHECK_CTAS_PER_SM)
-    return SearchPlan(order, check_sorted=check, **{role: _per_query(module, name) for role, name in names.items()})
+    check = Kernel(
+        module,
+        names.pop("check_sorted"),
+        CHECK_THREADS,
+        CHECK_THREADS * CHECK_ITEMS,
+        ctas_per_sm=CHECK_CTAS_PER_SM,
+    )
+    return SearchPlan(
+        order,
+        check_sorted=check,
+        **{role: _per_query(module, name) for role, name in names.items()},
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,8 +281,12 @@ class SortPlan:
 
 def _check_sort_types(order: Order, value_bytes: int, mode: Mode) -> None:
     if order.key_bytes < 4:
-        raise ValueError(f"the sort kernels take keys of 4, 8 or 16 bytes, not {order.key} (widen it)")
-    if (mode is Mode.KEYS) != (value_bytes == 0) or (value_bytes and value_bytes not in VALUE_TYPES):
+        raise ValueError(
+            f"the sort kernels take keys of 4, 8 or 16 bytes, not {order.key} (widen it)"
+        )
+    if (mode is Mode.KEYS) != (value_bytes == 0) or (
+        value_bytes and value_bytes not in VALUE_TYPES
+    ):
         raise ValueError(f"no sort kernels for {value_bytes}-byte values in mode {mode.name}")
 
 
@@ -265,7 +294,8 @@ def _check_sort_types(order: Order, value_bytes: int, mode: Mode) -> None:
 def _sort_names(order: Order, value_bytes: int, mode: Mode, t: Tuning) -> dict[str, str]:
     """The instantiations of one sort plan, by role."""
     o, v = order.spelling, VALUE_TYPES.get(value_bytes, _NO_VALUE)
-    runs = Mode.KEYS if mode is Mode.KEYS else Mode.CARRY  # the passes move what the blocksort wrote
+    # the passes move what the blocksort wrote
+    runs = Mode.KEYS if mode is Mode.KEYS else Mode.CARRY
 
     def blocksort(vo=v):
         return f"dsort::k_blocksort<{o}, {t.nt_blocksort}, {t.vt}, {mode.value}, {v}, {vo}>"
@@ -291,7 +321,9 @@ def _modes(value_bytes: int) -> tuple[Mode, ...]:
 def _sort_module(order: Order, value_bytes: int, t: Tuning) -> Module:
     """The sort kernels of one key order and value size, every mode, compile together (a sort
     with values and an argsort share the build)."""
-    names = (n for mode in _modes(value_bytes) for n in _sort_names(order, value_bytes, mode, t).values())
+    names = (
+        n for mode in _modes(value_bytes) for n in _sort_names(order, value_bytes, mode, t).values()
+    )
     return Module(SORT_SOURCES, tuple(dict.fromkeys(names)))
 
 
@@ -311,7 +343,15 @@ def sort_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> Sor
         for role, name in names.items()
     }
     search = search_plan(order)
-    return SortPlan(order, value_bytes, mode, t, partition=search.partition_runs, merge_path=search.merge_path, **kernels)
+    return SortPlan(
+        order,
+        value_bytes,
+        mode,
+        t,
+        partition=search.partition_runs,
+        merge_path=search.merge_path,
+        **kernels,
+    )
 
 
 @dataclass(frozen=True)
@@ -325,7 +365,9 @@ class Merge4Plan:
     merge_runs_int64: Kernel | None = None  # the same writing int64 positions (argsort's last pass)
 
     def kernels(self) -> tuple[Kernel, ...]:
-        return (self.partition, self.merge_runs) + ((self.merge_runs_int64,) if self.merge_runs_int64 else ())
+        return (self.partition, self.merge_runs) + (
+            (self.merge_runs_int64,) if self.merge_runs_int64 else ()
+        )
 
 
 @functools.cache
@@ -335,13 +377,24 @@ def merge4_plan(order: Order, value_bytes: int, mode: Mode, target: Target) -> M
     t = plan.tuning
 
     # the 4-way counterparts of the sort plan's merge_runs kernels, those of every mode of the value
-    # size in one module as in the sort module; the cuts, of the order alone, in one module per order
+    # size in one module as in the sort module; the cuts, of the order alone, in one module per
+    # order
     def four(md: Mode) -> dict[str, str]:
         names = _sort_names(order, value_bytes, md, t).items()
-        return {r: n.replace("dsort::k_merge_runs<", "dsort::k_merge4_runs<", 1) for r, n in names if r.startswith("merge_runs")}
+        return {
+            r: n.replace("dsort::k_merge_runs<", "dsort::k_merge4_runs<", 1)
+            for r, n in names
+            if r.startswith("merge_runs")
+        }
 
-    module = Module(MERGE4_SOURCES, tuple(dict.fromkeys(n for md in _modes(value_bytes) for n in four(md).values())))
-    kernels = {role: Kernel(module, name, t.nt_merge, t.tile_merge, plan.merge_runs.smem) for role, name in four(mode).items()}
+    module = Module(
+        MERGE4_SOURCES,
+        tuple(dict.fromkeys(n for md in _modes(value_bytes) for n in four(md).values())),
+    )
+    kernels = {
+        role: Kernel(module, name, t.nt_merge, t.tile_merge, plan.merge_runs.smem)
+        for role, name in four(mode).items()
+    }
     cut = f"dsort::k_partition_runs4<{order.spelling}>"
     kernels["partition"] = _per_query(Module(MERGE4_SOURCES, (cut,)), cut)
     return Merge4Plan(**kernels)
@@ -363,13 +416,27 @@ class RowsPlan:
     iota: Kernel  # int64 positions start + i * step
 
     def kernels(self) -> tuple[Kernel, ...]:
-        tables = (self.pack, self.gather, self.unpack, self.merge_path, self.check, self.searchsorted)
+        tables = (
+            self.pack,
+            self.gather,
+            self.unpack,
+            self.merge_path,
+            self.check,
+            self.searchsorted,
+        )
         return tuple(k for table in tables for k in table.values()) + (self.iota,)
 
 
 @functools.cache
 def rows_plan() -> RowsPlan:
-    tables = {"pack": {}, "gather": {}, "unpack": {}, "merge_path": {}, "check": {}, "searchsorted": {}}
+    tables = {
+        "pack": {},
+        "gather": {},
+        "unpack": {},
+        "merge_path": {},
+        "check": {},
+        "searchsorted": {},
+    }
     for word, ktype in ROW_WORDS.items():
         for perm, ptype in VALUE_TYPES.items():
             tables["pack"][word, perm] = f"dsort::k_pack_rows<{ktype}, {ptype}>"
@@ -382,18 +449,27 @@ def rows_plan() -> RowsPlan:
         tables["merge_path"][desc] = f"dsort::k_rows_merge_path<{d}>"
         tables["check"][desc] = f"dsort::k_rows_check<{d}>"
         for right in (False, True):
-            tables["searchsorted"][desc, right] = f"dsort::k_rows_searchsorted<{d}, {_cbool(right)}>"
+            tables["searchsorted"][desc, right] = (
+                f"dsort::k_rows_searchsorted<{d}, {_cbool(right)}>"
+            )
     iota = "dsort::k_iota"
-    module = Module(ROWS_SOURCES, tuple(n for table in tables.values() for n in table.values()) + (iota,))
+    module = Module(
+        ROWS_SOURCES, tuple(n for table in tables.values() for n in table.values()) + (iota,)
+    )
 
     def kernel(role, name):
         if role == "check":
-            return Kernel(module, name, QUERY_THREADS, QUERY_THREADS, ctas_per_sm=ROWS_CHECK_CTAS_PER_SM)
+            return Kernel(
+                module, name, QUERY_THREADS, QUERY_THREADS, ctas_per_sm=ROWS_CHECK_CTAS_PER_SM
+            )
         return _per_query(module, name)
 
     return RowsPlan(
         module,
-        **{role: types.MappingProxyType({key: kernel(role, name) for key, name in table.items()}) for role, table in tables.items()},
+        **{
+            role: types.MappingProxyType({key: kernel(role, name) for key, name in table.items()})
+            for role, table in tables.items()
+        },
         iota=_per_query(module, iota),
     )
 
@@ -416,7 +492,11 @@ class CheckPlan:
 @functools.cache
 def check_plan() -> CheckPlan:
     crc = "dsort::k_crc32_sum"
-    pairs = {(c, d): f"dsort::k_pair_order<{c}, {_cbool(d)}>" for c in sorted(set(_C_OF.values())) for d in (False, True)}
+    pairs = {
+        (c, d): f"dsort::k_pair_order<{c}, {_cbool(d)}>"
+        for c in sorted(set(_C_OF.values()))
+        for d in (False, True)
+    }
     rows = {d: f"dsort::k_pair_order_rows<{_cbool(d)}>" for d in (False, True)}
     module = Module(CHECK_SOURCES, (crc, *pairs.values(), *rows.values()))
 
@@ -446,8 +526,9 @@ def orders() -> list[Order]:
 
 
 def plans(target: Target) -> list:
-    """Every plan of the engine on ``target``: the rows and check plans, then per key order its search plan and
-    (keys of 4 bytes or more) its sort plans, each followed by its 4-way passes where its tuning takes them."""
+    """Every plan of the engine on ``target``: the rows and check plans, then per key order its
+    search plan and (keys of 4 bytes or more) its sort plans, each followed by its 4-way passes
+    where its tuning takes them."""
     out: list = [rows_plan(), check_plan()]
     for order in orders():
         out.append(search_plan(order))

@@ -30,11 +30,22 @@ def merge(a, b, a_values, b_values, descending: bool, na_first: bool):
         mode = P.Mode.IOTA
     else:
         mode = P.Mode.KEYS
-    plan = P.sort_plan(ca.order(descending, na_first), va.dtype.itemsize if va is not None else 0, mode, C.target())
+    plan = P.sort_plan(
+        ca.order(descending, na_first), va.dtype.itemsize if va is not None else 0, mode, C.target()
+    )
     mp, kern = plan.merge_path, plan.merge_pair
     tiles = kern.grid(n)
     parts = cupy.empty(tiles + 1, dtype=cupy.int64)
-    args = (ca.data, np.int64(na), cb.data, np.int64(nb), C.NULL, np.int64(kern.tile), np.int64(tiles + 1), parts)
+    args = (
+        ca.data,
+        np.int64(na),
+        cb.data,
+        np.int64(nb),
+        C.NULL,
+        np.int64(kern.tile),
+        np.int64(tiles + 1),
+        parts,
+    )
     with C.phase("merge path"):
         C.launch(mp, mp.grid(tiles + 1), args)
     out = cupy.empty((n, *ca.data.shape[1:]), dtype=ca.data.dtype)

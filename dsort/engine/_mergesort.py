@@ -20,7 +20,14 @@ def index_dtype(n: int):
     return cupy.uint32 if n < 2**32 else cupy.uint64
 
 
-def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int64_out: bool = False, ways: int | None = None):
+def mergesort(
+    coded: Coded,
+    order: P.Order,
+    values=None,
+    iota: bool = False,
+    int64_out: bool = False,
+    ways: int | None = None,
+):
     """Stable sort of coded keys; values (1-D uint32/uint64) carried, or positions generated
     (iota) in the index dtype for n. int64_out (with iota): positions come back as int64, written
     so by the last pass. ``ways``: runs merged by each global pass, 2 or 4 (default: the tuning's).
@@ -62,7 +69,8 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
         tiles = plan.merge_runs.grid(n)
         stage = four or plan  # the kernels of each pass: 4-way, or the sort plan's 2-way
         parts = cupy.empty((tiles + 1) * (4 if four else 1), dtype=cupy.int64)
-        pairs = cupy.empty(tiles + 1, dtype=cupy.int64) if four else None  # a 4-way pass's 2-way co-ranks
+        # a 4-way pass's 2-way co-ranks
+        pairs = cupy.empty(tiles + 1, dtype=cupy.int64) if four else None
         run = plan.tuning.tile_sort
         while run < n:
             src, dst = cur, 1 - cur
@@ -70,13 +78,28 @@ def mergesort(coded: Coded, order: P.Order, values=None, iota: bool = False, int
             mr = stage.merge_runs_int64 if int64_out and last else stage.merge_runs
             vout = (final if int64_out and last else vals[dst]) if vbytes else C.NULL
             with C.phase(f"pass run={run}"):
-                args = (keys[src], np.int64(n), np.int64(run), np.int64(plan.tuning.tile_merge), np.int64(tiles + 1))
+                args = (
+                    keys[src],
+                    np.int64(n),
+                    np.int64(run),
+                    np.int64(plan.tuning.tile_merge),
+                    np.int64(tiles + 1),
+                )
                 with C.phase(f"cuts run={run}"):
-                    if four:  # the co-ranks of (a, b) and (c, e) at every tile, then the 4-way ones from them
+                    # the co-ranks of (a, b) and (c, e) at every tile, then the 4-way ones from them
+                    if four:
                         C.launch(plan.partition, plan.partition.grid(tiles + 1), args + (pairs,))
                         args += (pairs,)
                     C.launch(stage.partition, stage.partition.grid(tiles + 1), args + (parts,))
-                args = (keys[src], vals[src] if vbytes else C.NULL, keys[dst], vout, np.int64(n), np.int64(run), parts)
+                args = (
+                    keys[src],
+                    vals[src] if vbytes else C.NULL,
+                    keys[dst],
+                    vout,
+                    np.int64(n),
+                    np.int64(run),
+                    parts,
+                )
                 C.launch(mr, tiles, args)
             cur, run = dst, run * ways
     assert cur == 0
@@ -91,7 +114,9 @@ def sorting_permutation(keys, descending: bool, na_first: bool, int64_out: bool 
         perm = None
         for offset in reversed(range(0, rows.shape[1], 16)):  # least significant slice first
             coded = _codes.pack(rows, offset, min(16, rows.shape[1] - offset), perm)
-            _, perm = mergesort(coded, coded.order(descending, False), values=perm, iota=perm is None)
+            _, perm = mergesort(
+                coded, coded.order(descending, False), values=perm, iota=perm is None
+            )
         return perm, None
     coded = _codes.encode(keys)
     sk, perm = mergesort(coded, coded.order(descending, na_first), iota=True, int64_out=int64_out)

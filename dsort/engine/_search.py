@@ -36,7 +36,11 @@ def check_flags(keys, descending: bool, na_first: bool, copy: bool = False):
         dup = cupy.empty_like(keys) if copy else None
         kern = _search_plan(keys.dtype, descending, na_first).check_sorted
         with C.phase("check"):
-            C.launch(kern, kern.grid(n, C.sm_count()), (keys, np.int64(n), flags, C.NULL if dup is None else dup))
+            C.launch(
+                kern,
+                kern.grid(n, C.sm_count()),
+                (keys, np.int64(n), flags, C.NULL if dup is None else dup),
+            )
     unsorted, not_reversed = (bool(f) for f in flags.get())
     return not unsorted, not not_reversed, (dup if not unsorted else None)
 

@@ -9,9 +9,9 @@ L1), four records at a time so their lookups overlap, without the GIL so that th
 
 Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
 load, a fraction of a microsecond per record; inputs up to :data:`LOAD_BYTES` take byte tables
-(:func:`byte_tables`: NumPy gathers, 0.2-0.25 GB/s a core, threads scaling) while the loop is not loaded. The
-embedded CPU sort of a large input has its records' checksums summed in a process of its own
-(:mod:`dsort.core.checksums`), from the files. The GPU's checksum is in
+(:func:`byte_tables`: NumPy gathers, 0.2-0.25 GB/s a core, threads scaling) while the loop is not
+loaded. The embedded CPU sort of a large input has its records' checksums summed in a process of its
+own (:mod:`dsort.core.checksums`), from the files. The GPU's checksum is in
 :mod:`dsort.core.valsort` (table lookups there are cheap).
 """
 
@@ -24,7 +24,8 @@ import zlib
 import numpy as np
 
 SMALL_BYTES = 1 << 16  # inputs up to this many bytes take the zlib loop, always
-LOAD_BYTES = 32 << 20  # and up to this many the byte tables while the compiled loop is not loaded: loading
+# and up to this many the byte tables while the compiled loop is not loaded: loading
+LOAD_BYTES = 32 << 20
 # it (numba's import and cache, 0.3 s to 2 s by machine) costs more than their 0.4-0.5 GB/s a core
 
 
@@ -73,7 +74,9 @@ def _crc32_by_tables(rows: np.ndarray) -> np.ndarray:
     at = np.arange(w)[:, None]
     for a in range(0, n if w else 0, TABLE_BLOCK):
         m = min(TABLE_BLOCK, n - a)
-        out[a : a + m] ^= np.bitwise_xor.reduce(b[at, np.ascontiguousarray(rows[a : a + m].T)], axis=0)
+        out[a : a + m] ^= np.bitwise_xor.reduce(
+            b[at, np.ascontiguousarray(rows[a : a + m].T)], axis=0
+        )
     return out
 
 

@@ -101,7 +101,10 @@ def merge(a, b, a_values=None, b_values=None, descending=False, na_position="las
     values = concatenate([a_values, b_values]) if a_values is not None else None
     if len(a) and len(b):  # wide byte keys: a stable sort of the concatenation is the merge
         perm, _ = sorting_permutation(keys, descending, na_first)
-        keys, values = take_rows(keys, perm), (take_rows(values, perm) if values is not None else None)
+        keys, values = (
+            take_rows(keys, perm),
+            (take_rows(values, perm) if values is not None else None),
+        )
     return keys if values is None else (keys, values)
 
 

@@ -105,7 +105,8 @@ def _register(ptr: int, nbytes: int, read_only: bool) -> bool:
         try:
             rt.hostRegister(ptr, nbytes, flags)
             return True
-        except rt.CUDARuntimeError:  # CuPy clears CUDA's last error as it raises: no error of later calls
+        # CuPy clears CUDA's last error as it raises: no error of later calls
+        except rt.CUDARuntimeError:
             pass
     return False
 
@@ -131,7 +132,8 @@ def _pinned(a: np.ndarray, read_only: bool):
         pin = _pins.get(key)
         clash = any(
             k != key and (k[0] < outer[1] and outer[0] < k[1] or first < p[3] and p[2] < end)
-            for k, p in _pins.items()  # p: [users, read only, first and end byte of its arrays' pages]
+            # p: [users, read only, first and end byte of its arrays' pages]
+            for k, p in _pins.items()
         )
         if clash or end <= first:
             pin = None
@@ -209,10 +211,14 @@ def from_host(a):
     with _alone() as alone, _pinned_if(alone, a, not a.flags.writeable) as span:
         if span is not None:
             out = cupy.empty(a.shape, a.dtype)
-            _copy_pieces(out.data.ptr, a.ctypes.data, a.nbytes, span, cupy.cuda.runtime.memcpyHostToDevice)
+            _copy_pieces(
+                out.data.ptr, a.ctypes.data, a.nbytes, span, cupy.cuda.runtime.memcpyHostToDevice
+            )
             return out
     flat = a.reshape(-1).view(np.uint8)
-    out = upload(a.nbytes, lambda buf, off: np.copyto(buf, flat[off : off + len(buf)]), cupy.cuda.Device().id)
+    out = upload(
+        a.nbytes, lambda buf, off: np.copyto(buf, flat[off : off + len(buf)]), cupy.cuda.Device().id
+    )
     return out.view(a.dtype).reshape(a.shape)
 
 
@@ -228,7 +234,10 @@ def from_host_joined(arrays):
         return from_host(arrays[0])
     dtype = arrays[0].dtype
     if any(a.dtype != dtype for a in arrays):
-        raise TypeError(f"from_host_joined joins arrays of one dtype, not {sorted({str(a.dtype) for a in arrays})}")
+        raise TypeError(
+            "from_host_joined joins arrays of one dtype, not "
+            f"{sorted({str(a.dtype) for a in arrays})}"
+        )
     nbytes, fill = joined_fill(arrays)
     if nbytes < PINNED_MIN_BYTES:
         return cupy.asarray(np.concatenate(arrays))
@@ -255,7 +264,8 @@ def joined_fill(arrays):
 
 
 def _touch(a):
-    """Fault in the pages of new NumPy array ``a`` from several threads (NumPy's fill releases the GIL)."""
+    """Fault in the pages of new NumPy array ``a`` from several threads (NumPy's fill releases the
+    GIL)."""
     global _touch_pool
 
     flat = a.reshape(-1).view(np.uint8)
@@ -275,7 +285,8 @@ def to_host(x) -> np.ndarray:
         return x.copy()
     import cupy
 
-    if not x.flags.c_contiguous:  # a view (every s-th key): copied by dsort's kernel, not a CuPy one
+    # a view (every s-th key): copied by dsort's kernel, not a CuPy one
+    if not x.flags.c_contiguous:
         from ._codes import contiguous
 
         x = contiguous(x)
@@ -287,7 +298,13 @@ def to_host(x) -> np.ndarray:
             _touch(out)
             with _pinned(out, read_only=False) as span:
                 if span is not None:
-                    _copy_pieces(out.ctypes.data, x.data.ptr, x.nbytes, span, cupy.cuda.runtime.memcpyDeviceToHost)
+                    _copy_pieces(
+                        out.ctypes.data,
+                        x.data.ptr,
+                        x.nbytes,
+                        span,
+                        cupy.cuda.runtime.memcpyDeviceToHost,
+                    )
                     return out
         # through the staging buffers: with other threads copying, or pages not locked (pooled
         # memory may share its end pages with arrays that another thread has locked)
@@ -296,7 +313,8 @@ def to_host(x) -> np.ndarray:
     return out
 
 
-_PEER_ACCESS_ALREADY_ENABLED = 704  # cudaErrorPeerAccessAlreadyEnabled (CuPy exports no name for it)
+# cudaErrorPeerAccessAlreadyEnabled (CuPy exports no name for it)
+_PEER_ACCESS_ALREADY_ENABLED = 704
 _peers: dict = {}  # (dst, src) -> whether dst reads src's memory directly, in this process
 _peers_lock = threading.Lock()
 
@@ -344,7 +362,8 @@ def peer_copy(x, src: int, dst: int):
     return out
 
 
-PIECE = 8 << 20  # bytes per staging piece: big enough for full-speed copies, small enough to pin cheaply
+# bytes per staging piece: big enough for full-speed copies, small enough to pin cheaply
+PIECE = 8 << 20
 
 
 class Staging:
@@ -508,7 +527,9 @@ def slices_to_host(x, device: int, ranges) -> list:
     import cupy
 
     lengths = [hi - lo for lo, hi in ranges]
-    rows = np.repeat(np.asarray([lo for lo, _ in ranges], np.int64) - np.cumsum([0] + lengths[:-1]), lengths) + np.arange(sum(lengths))
+    rows = np.repeat(
+        np.asarray([lo for lo, _ in ranges], np.int64) - np.cumsum([0] + lengths[:-1]), lengths
+    ) + np.arange(sum(lengths))
     with cupy.cuda.Device(device), _thread_stream(device):
         host = to_host(x[cupy.asarray(rows)])  # one gather, one copy out
     out, at = [], 0

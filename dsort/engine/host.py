@@ -14,7 +14,8 @@ mimalloc keeps the pages until asked, and a thread can ask only for its own: so 
 use (arrays made, bytes in use) has not changed for :data:`IDLE_S` seconds since the last time,
 and no task runs, the worker's event loop has each of its task threads give theirs back
 (``release_unused``), and a worker's memory falls back as glibc's would: after a sort, and after
-a result is dropped. Arrays below :data:`SMALL` bytes always come from NumPy (glibc's heap keeps them).
+a result is dropped. Arrays below :data:`SMALL` bytes always come from NumPy (glibc's heap keeps
+them).
 """
 
 from __future__ import annotations
@@ -105,7 +106,8 @@ def _give_back_when_idle(worker, arrow_pool) -> None:
 
 def _give_back_in_thread(arrow_pool, meet) -> None:
     """This thread's free pages of the pool back to the OS; then a short wait for the other task
-    threads, so that each takes one of these calls (one that a task took first is not waited for)."""
+    threads, so that each takes one of these calls (one that a task took first is not waited
+    for)."""
     arrow_pool.release_unused()
     try:
         meet.wait(timeout=0.05)
@@ -153,9 +155,12 @@ def take(a: np.ndarray, positions) -> np.ndarray:
     """``a[positions]`` along axis 0 (IndexError where a position lies outside ``a``, as there)."""
     positions = np.asarray(positions)
     if len(positions) and (positions.min() < -len(a) or positions.max() >= len(a)):
-        raise IndexError(f"positions in [{positions.min()}, {positions.max()}] outside an array of {len(a)}")
+        raise IndexError(
+            f"positions in [{positions.min()}, {positions.max()}] outside an array of {len(a)}"
+        )
     out = empty((len(positions),) + a.shape[1:], a.dtype)
-    return np.take(a, positions, axis=0, out=out, mode="wrap")  # "raise" would buffer the output: checked above
+    # "raise" would buffer the output: checked above
+    return np.take(a, positions, axis=0, out=out, mode="wrap")
 
 
 def concatenate(arrays, dtype=None) -> np.ndarray:
@@ -192,10 +197,13 @@ def keep_freed_memory(keep: int = KEEP_FREED) -> bool:
     memory there for the next ones. By default it maps each array of 128 KiB or more afresh and
     unmaps it when freed, so its pages fault in every time: the columnar sort makes thousands of
     such arrays (keys, hashes, takes), and spent most of its system time there (BENCHMARKS.md
-    section 10). Process-wide, so never called for a library's caller. False where the C library has no ``mallopt`` (not glibc)."""
+    section 10). Process-wide, so never called for a library's caller. False where the C library has
+    no ``mallopt`` (not glibc)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
     M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
-    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_ARRAYS)) and bool(mallopt(M_TRIM_THRESHOLD, int(keep)))
+    return bool(mallopt(M_MMAP_THRESHOLD, HEAP_ARRAYS)) and bool(
+        mallopt(M_TRIM_THRESHOLD, int(keep))
+    )

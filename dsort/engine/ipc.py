@@ -12,7 +12,8 @@ that mapping), not opened on the GPU that holds it: a process that opened there 
 and took memory, on every other GPU it read from (BENCHMARKS.md section 7: the first sort on two
 GPUs, and what an IPC read costs).
 
-* :func:`share` – a device array copied into an allocation of its own, and its handle (:class:`Shared`).
+* :func:`share` – a device array copied into an allocation of its own, and its handle
+  (:class:`Shared`).
 * :func:`opened` – other processes' shared arrays opened here, counted per process.
 * :func:`shortfall` – how far a GPU's used memory (every process's) is from room for more.
 
@@ -63,7 +64,8 @@ def host_id() -> str:
 
 
 def bus_id(device: int) -> str:
-    """The PCI bus id of GPU ``device`` (this process's numbering): the same GPU in every process."""
+    """The PCI bus id of GPU ``device`` (this process's numbering): the same GPU in every
+    process."""
     import cupy
 
     return cupy.cuda.Device(device).pci_bus_id
@@ -117,7 +119,9 @@ def share(x):
         own[...] = x
         cupy.cuda.get_current_stream().synchronize()  # the copy is whole before any reader opens it
         handle = cupy.cuda.runtime.ipcGetMemHandle(mem.ptr)
-        return own, Shared(bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), host_id(), PROCESS)
+        return own, Shared(
+            bytes(handle), tuple(x.shape), x.dtype.str, bus_id(x.device.id), host_id(), PROCESS
+        )
 
 
 def _allocation(nbytes: int):
@@ -144,13 +148,15 @@ class SharedGone(OSError):
 GONE = ("cudaErrorInvalidResourceHandle", "cudaErrorInvalidValue", "cudaErrorMapBufferObjectFailed")
 
 
-_opened: dict = {}  # handle -> [device pointer, device it is mapped in, readers]: one mapping per process, counted
+# handle -> [device pointer, device it is mapped in, readers]: one mapping per process, counted
+_opened: dict = {}
 _opened_lock = threading.Lock()
 
 
 @functools.cache
 def _reads_directly(here: int, d: int) -> bool:
-    """Whether GPU ``here`` can map GPU ``d``'s memory (NVLink or PCIe peer access); asks no context."""
+    """Whether GPU ``here`` can map GPU ``d``'s memory (NVLink or PCIe peer access); asks no
+    context."""
     import cupy
 
     return bool(cupy.cuda.runtime.deviceCanAccessPeer(here, d))
@@ -176,11 +182,14 @@ def _open(s: Shared, d: int, kept: set | None = None) -> tuple:
             at = mapping_device(d)
             with cupy.cuda.Device(at):
                 try:
-                    ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)  # peer access enabled lazily, for this mapping
+                    # peer access enabled lazily, for this mapping
+                    ptr = cupy.cuda.runtime.ipcOpenMemHandle(s.handle)
                 except cupy.cuda.runtime.CUDARuntimeError as e:
                     if not any(why in str(e) for why in GONE):  # out of memory, say: not a lost run
                         raise
-                    raise SharedGone(f"a device array shared on GPU {s.bus} could not be opened: {e}") from None
+                    raise SharedGone(
+                        f"a device array shared on GPU {s.bus} could not be opened: {e}"
+                    ) from None
             got = _opened[s.handle] = [ptr, at, 0]
         if kept is None or s.handle not in kept:
             got[2] += 1

@@ -24,7 +24,10 @@ import numpy as np
 
 NA_POSITIONS = ("last", "first")
 
-SUPPORTED = "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64 and fixed-width bytes (S<n>, V<n>)"
+SUPPORTED = (
+    "bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64 and "
+    "fixed-width bytes (S<n>, V<n>)"
+)
 
 
 def is_bytes(dtype) -> bool:
@@ -60,7 +63,10 @@ def check_values(keys, values, what: str = "values") -> None:
     if values is None:
         return
     if getattr(values, "ndim", 0) < 1 or len(values) != len(keys):
-        raise ValueError(f"{what} must have one row per key: {len(keys)} keys, {what} of shape {getattr(values, 'shape', None)}")
+        raise ValueError(
+            f"{what} must have one row per key: {len(keys)} keys, {what} of shape "
+            f"{getattr(values, 'shape', None)}"
+        )
 
 
 def check_na_position(na_position: str) -> bool:
@@ -76,7 +82,8 @@ def check_pair(a, b) -> None:
     check_keys(b, "b")
     if a.dtype != b.dtype or a.shape[1:] != b.shape[1:]:
         raise TypeError(
-            f"cannot merge keys of different dtypes: a is {a.dtype}{list(a.shape[1:]) or ''}, b is {b.dtype}{list(b.shape[1:]) or ''}"
+            f"cannot merge keys of different dtypes: a is {a.dtype}{list(a.shape[1:]) or ''}, b is "
+            f"{b.dtype}{list(b.shape[1:]) or ''}"
         )
 
 
@@ -91,7 +98,8 @@ def check_merge(a, b, a_values, b_values, na_position) -> bool:
     return check_na_position(na_position)
 
 
-# -- the engines' argument checks: each public function of an engine starts with one of these ---------
+# -- the engines' argument checks: each public function of an engine starts with one of these
+# ---------
 
 
 def check_sort(keys, values, na_position) -> bool:
@@ -108,7 +116,8 @@ def check_one(keys, na_position) -> bool:
 
 
 def check_path(a, b, diagonals, na_position) -> bool:
-    """``merge_path``'s arguments (``diagonals``: 1-D int64, NumPy or CuPy); True when NaN goes first."""
+    """``merge_path``'s arguments (``diagonals``: 1-D int64, NumPy or CuPy); True when NaN goes
+    first."""
     check_pair(a, b)
     if diagonals.size and (int(diagonals.min()) < 0 or int(diagonals.max()) > len(a) + len(b)):
         raise ValueError(f"diagonals must lie in [0, {len(a) + len(b)}]")

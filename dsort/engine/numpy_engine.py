@@ -91,14 +91,18 @@ def _packed(s: np.ndarray) -> np.ndarray | None:
     varying = [j for j in range(width) if (sample[:, j] != rows[0, j]).any()]
     if len(varying) > 8 or not np.little_endian:
         return None
-    varying = sorted(varying + [j for j in range(width) if j not in varying and (rows[:, j] != rows[0, j]).any()])
+    varying = sorted(
+        varying + [j for j in range(width) if j not in varying and (rows[:, j] != rows[0, j]).any()]
+    )
     if len(varying) > 8:
         return None
     if width >= 8 and varying and varying[-1] - varying[0] < 8:
         # 8 bytes of each key that hold every varying one (the others are equal in every key): one
         # big-endian word per key, read in place and byte-swapped in one pass
         buf = np.ascontiguousarray(rows)
-        words = np.ndarray((len(s),), ">u8", buffer=buf, offset=min(varying[0], width - 8), strides=(width,))
+        words = np.ndarray(
+            (len(s),), ">u8", buffer=buf, offset=min(varying[0], width - 8), strides=(width,)
+        )
         return words.astype(np.uint64)
     word = np.zeros((len(s), 8), np.uint8)
     for i, j in enumerate(reversed(varying)):  # the first varying byte the most significant
@@ -122,7 +126,9 @@ def _argsort(k: np.ndarray) -> np.ndarray:
 def _first_word(s: np.ndarray) -> np.ndarray:
     """The first eight bytes of byte keys ``s`` (``S<n>``, n >= 8) as big-endian integers (uint64):
     their order never contradicts the keys' (equal words: the rest decides)."""
-    return np.ndarray((len(s),), ">u8", buffer=np.ascontiguousarray(s), strides=(s.dtype.itemsize,)).astype(np.uint64)
+    return np.ndarray(
+        (len(s),), ">u8", buffer=np.ascontiguousarray(s), strides=(s.dtype.itemsize,)
+    ).astype(np.uint64)
 
 
 def _varying_word(s: np.ndarray) -> np.ndarray:
@@ -140,9 +146,12 @@ def _varying_word(s: np.ndarray) -> np.ndarray:
             if len(cols) == 8:
                 break
     if len(cols) == 8 and cols[-1] - cols[0] == 7:  # eight columns side by side: read in place
-        return np.ndarray((n,), ">u8", buffer=np.ascontiguousarray(s), offset=cols[0], strides=(width,)).astype(np.uint64)
+        return np.ndarray(
+            (n,), ">u8", buffer=np.ascontiguousarray(s), offset=cols[0], strides=(width,)
+        ).astype(np.uint64)
     word = np.zeros((n, 8), np.uint8)
-    for i, j in enumerate(cols):  # the first varying byte the most significant: big-endian words, on any host
+    # the first varying byte the most significant: big-endian words, on any host
+    for i, j in enumerate(cols):
         word[:, i] = rows[:, j]
     return word.view(">u8").reshape(-1).astype(np.uint64)
 
@@ -176,7 +185,8 @@ def _argsort_wide(s: np.ndarray) -> np.ndarray:
 RUNS_PER_ELEMENT = 1 / 64  # fewer descents than this: sorted runs, which NumPy's timsort merges
 MAX_MENDED_RUNS = 256  # more runs of keys cut short to mend than this: NumPy's stable sort instead
 MENDED_PER_ELEMENT = 1 / 16  # more rows in them than this: NumPy's stable sort instead
-PROBE = 8192  # keys cut short that collide in a probe of about this many: NumPy's stable sort at once
+# keys cut short that collide in a probe of about this many: NumPy's stable sort at once
+PROBE = 8192
 TIED_PER_ELEMENT = 1 / 4  # more equal keys in the probe than this (and keys cut short): the same
 
 
@@ -193,7 +203,8 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
     many equal keys, whose ties cost a look each and which NumPy's timsort sorts fast, or the
     runs hold more than a sixteenth of the keys, or number more than :data:`MAX_MENDED_RUNS`: a
     few outliers far from keys close together, say), NumPy's stable sort. Few temporaries, in
-    :mod:`host` memory: a dask worker hands NumPy's freed memory back, and each new array costs its pages again."""
+    :mod:`host` memory: a dask worker hands NumPy's freed memory back, and each new array costs its
+    pages again."""
     n = len(k)
     if np.count_nonzero(np.less(k[1:], k[:-1], out=host.empty(n - 1, bool))) < n * RUNS_PER_ELEMENT:
         return np.argsort(k, kind="stable")
@@ -209,7 +220,10 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
         probe = np.sort(words[:: max(1, n // PROBE)])
         short = (probe - low) >> np.uint64(shift)  # sorted too: cutting short keeps the order
         same = probe[1:] == probe[:-1]
-        if np.any((short[1:] == short[:-1]) & ~same) or np.count_nonzero(same) > len(same) * TIED_PER_ELEMENT:
+        if (
+            np.any((short[1:] == short[:-1]) & ~same)
+            or np.count_nonzero(same) > len(same) * TIED_PER_ELEMENT
+        ):
             return np.argsort(k, kind="stable")
     words -= low
     if shift:
@@ -223,7 +237,9 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
         apart = np.bitwise_xor(words[1:], words[:-1], out=host.empty(n - 1, np.uint64))
         apart >>= np.uint64(position_bits)
         tied = np.flatnonzero(apart == 0)
-        tied = tied[k[(words[tied] & mask).astype(np.intp)] != k[(words[tied + 1] & mask).astype(np.intp)]]
+        tied = tied[
+            k[(words[tied] & mask).astype(np.intp)] != k[(words[tied + 1] & mask).astype(np.intp)]
+        ]
         runs = _cut_short_runs(words, position_bits, tied) if len(tied) else []
         if len(runs) > MAX_MENDED_RUNS or sum(b - a for a, b in runs) > n * MENDED_PER_ELEMENT:
             return np.argsort(k, kind="stable")
@@ -240,7 +256,11 @@ def _cut_short_runs(words, position_bits: int, tied) -> list:
     neighbours ``tied`` (each equal to the next there)."""
     tops = np.unique(words[tied] >> np.uint64(position_bits))
     starts = np.searchsorted(words, tops << np.uint64(position_bits), side="left")
-    ends = np.searchsorted(words, (tops << np.uint64(position_bits)) | np.uint64((1 << position_bits) - 1), side="right")
+    ends = np.searchsorted(
+        words,
+        (tops << np.uint64(position_bits)) | np.uint64((1 << position_bits) - 1),
+        side="right",
+    )
     return list(zip(starts.tolist(), ends.tolist()))
 
 
@@ -364,7 +384,9 @@ def searchsorted(sorted_keys, probes, side="left", descending=False, na_position
         return ~_less(kp[active], km)
 
     n = len(sorted_keys)
-    return _lower_bound(np.zeros(len(probes), np.int64), np.full(len(probes), n, np.int64), before_probe)
+    return _lower_bound(
+        np.zeros(len(probes), np.int64), np.full(len(probes), n, np.int64), before_probe
+    )
 
 
 def is_sorted(keys, descending=False, na_position="last") -> bool:

@@ -1,4 +1,5 @@
-"""Files in and out: the formats dsort sorts, read in bounded chunks and written whole or not at all.
+"""Files in and out: the formats dsort sorts, read in bounded chunks and written whole or not at
+all.
 
 Formats (:data:`FORMATS`): fixed-width binary ``records`` (:mod:`.records`), 1-D numeric ``npy``
 (:mod:`.npy`), ``parquet`` sorted by columns (:mod:`.parquet`). An input is a file, a directory or
@@ -12,4 +13,13 @@ from ._job import SortJob
 from ._output import check_destination, remove_leftovers, staged
 from ..core.errors import InputError
 
-__all__ = ["FORMATS", "InputError", "SortJob", "check_destination", "discover", "format_of", "remove_leftovers", "staged"]
+__all__ = [
+    "FORMATS",
+    "InputError",
+    "SortJob",
+    "check_destination",
+    "discover",
+    "format_of",
+    "remove_leftovers",
+    "staged",
+]

@@ -38,13 +38,28 @@ def file_array(files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_b
 
     dtype = np.dtype(dtype)
     blocks = plan.blocks(lengths, rows_per_block)
-    token = tokenize(READ, [str(f) for f in files], [os.stat(f).st_mtime_ns for f in files], row_shape, dtype.str, rows_per_block)
+    token = tokenize(
+        READ,
+        [str(f) for f in files],
+        [os.stat(f).st_mtime_ns for f in files],
+        row_shape,
+        dtype.str,
+        rows_per_block,
+    )
     layer = name(READ, token)
     row_bytes = dtype.itemsize * int(np.prod(row_shape, dtype=np.int64))
     tail = (0,) * len(row_shape)
     keys = [(layer, i, *tail) for i in range(len(blocks))]
     dsk = {
-        k: task(k, read_rows, str(files[f]), int(data_offsets[f]) + s * row_bytes, n, row_shape, dtype.str)
+        k: task(
+            k,
+            read_rows,
+            str(files[f]),
+            int(data_offsets[f]) + s * row_bytes,
+            n,
+            row_shape,
+            dtype.str,
+        )
         for k, (f, s, n) in zip(keys, blocks)
     }
     chunks = (tuple(n for _, _, n in blocks) or (0,), *((d,) for d in row_shape))
@@ -52,11 +67,14 @@ def file_array(files, data_offsets, lengths, row_shape: tuple, dtype, rows_per_b
         empty = (layer, 0, *tail)
         dsk = {empty: task(empty, np.empty, (0, *row_shape), dtype.str)}
     graph = HighLevelGraph.from_collections(layer, dsk, dependencies=())
-    return Array(graph, layer, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype))
+    return Array(
+        graph, layer, chunks, dtype=dtype, meta=np.empty((0,) * (1 + len(row_shape)), dtype)
+    )
 
 
 def write_at(path, offset: int, data: np.ndarray) -> None:
-    """Write ``data``'s bytes at ``offset`` of an existing file (parallel writers, disjoint ranges)."""
+    """Write ``data``'s bytes at ``offset`` of an existing file (parallel writers, disjoint
+    ranges)."""
     fd = os.open(path, os.O_WRONLY)
     try:
         pwrite_all(fd, np.ascontiguousarray(data).reshape(-1).view(np.uint8), offset)
@@ -74,5 +92,7 @@ def allocate(path: Path, size: int) -> None:
                 return
             except OSError as e:
                 if e.errno == errno.ENOSPC:
-                    raise InputError(f"no space for OUTPUT: {size:,} bytes needed in {path.parent}") from None
+                    raise InputError(
+                        f"no space for OUTPUT: {size:,} bytes needed in {path.parent}"
+                    ) from None
         f.truncate(size)

@@ -19,7 +19,9 @@ def graph(job: Job) -> tuple[dict, list, list, list]:
     run_keys = [(name(RUN, job.id), i) for i in range(len(job.blocks))]
     for i, k in enumerate(run_keys):
         dsk[k] = task(k, run_task, job, i)
-    _, merge_keys, chain_keys, _ = merge_tasks(dsk, job, job.id, run_keys, cuts_task, merge_task, len(job.range_rows))
+    _, merge_keys, chain_keys, _ = merge_tasks(
+        dsk, job, job.id, run_keys, cuts_task, merge_task, len(job.range_rows)
+    )
     return dsk, run_keys, chain_keys, merge_keys
 
 
@@ -28,4 +30,7 @@ def graph(job: Job) -> tuple[dict, list, list, list]:
 
 def plan_blocks(files, data_offsets, lengths, row_bytes: int, rows_per_block: int):
     """Input blocks ``(path, byte offset, rows)`` of :func:`dsort.core.plan.blocks`."""
-    return tuple((str(files[f]), int(data_offsets[f]) + s * row_bytes, n) for f, s, n in plan.blocks(lengths, rows_per_block))
+    return tuple(
+        (str(files[f]), int(data_offsets[f]) + s * row_bytes, n)
+        for f, s, n in plan.blocks(lengths, rows_per_block)
+    )

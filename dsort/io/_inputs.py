@@ -49,12 +49,12 @@ def _one_kind(spec, files, fmt) -> str:
 def discover(spec, fmt: str | None = None) -> tuple[str, list[Path], list[Path]]:
     """Resolve INPUT to ``(format, files in order, directories named)``.
 
-    A directory stands for its visible files (not recursive; names starting with ``.`` or ``_``, such
-    as temporary files and manifests, are skipped), in name order; a glob for its matches in name
-    order; several files are one input, concatenated in that order, and must all be of one format
-    by their names (``.npy``; ``.parquet``/``.pq``; anything else: records): a mix is refused. The
-    format is ``fmt`` if given, else the one the names say.
-    Every file must exist and be readable.
+    A directory stands for its visible files (not recursive; names starting with ``.`` or ``_``,
+    such as temporary files and manifests, are skipped), in name order; a glob for its matches in
+    name order; several files are one input, concatenated in that order, and must all be of one
+    format by their names (``.npy``; ``.parquet``/``.pq``; anything else: records): a mix is
+    refused. The format is ``fmt`` if given, else the one the names say. Every file must exist and
+    be readable.
     """
     spec = str(spec)
     path = Path(spec)

@@ -13,18 +13,19 @@ from ..collections import tasks
 
 @dataclass
 class SortJob:
-    """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.core.valsort.Summary` (the
-    outputs' tasks write their chunk first). Computing both lists together reads the input once.
-    ``finish`` runs on the client after every write (a manifest, say); ``comparable`` makes the
-    outputs' summaries ready for :func:`dsort.core.valsort.combine` (Parquet: the parts' end rows
-    encoded at one width)."""
+    """``inputs``/``outputs``: one task per chunk, each giving a :class:`dsort.core.valsort.Summary`
+    (the outputs' tasks write their chunk first). Computing both lists together reads the input
+    once. ``finish`` runs on the client after every write (a manifest, say); ``comparable`` makes
+    the outputs' summaries ready for :func:`dsort.core.valsort.combine` (Parquet: the parts' end
+    rows encoded at one width)."""
 
     records: int
     nbytes: int
     inputs: list[Delayed] = field(default_factory=list)
     outputs: list[Delayed] = field(default_factory=list)
     finish: Callable[[list], None] = lambda summaries: None
-    comparable: Callable[[list], list] = lambda summaries: summaries  # the outputs' summaries, ready for valsort.combine
+    # the outputs' summaries, ready for valsort.combine
+    comparable: Callable[[list], list] = lambda summaries: summaries
 
 
 def per_block(phase: str, fn, blocks, *args) -> list[Delayed]:
@@ -32,7 +33,10 @@ def per_block(phase: str, fn, blocks, *args) -> list[Delayed]:
     ``(phase-token, i)`` (:func:`dsort.collections.tasks.each`)."""
     blocks = list(blocks)
     token = tokenize(phase, fn, [b.key for b in blocks], args)
-    rows = [(tasks.ref(b.key), *[a[i] if isinstance(a, _PerBlock) else a for a in args]) for i, b in enumerate(blocks)]
+    rows = [
+        (tasks.ref(b.key), *[a[i] if isinstance(a, _PerBlock) else a for a in args])
+        for i, b in enumerate(blocks)
+    ]
     return tasks.each(phase, token, fn, rows, dependencies=blocks)
 
 

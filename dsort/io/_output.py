@@ -69,36 +69,47 @@ def _check_replaceable(out: Path, shown) -> None:
         if foreign == []:
             return
         what = (
-            f"holds files dsort did not write ({', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''})"
+            "holds files dsort did not write "
+            f"({', '.join(foreign[:5])}{' ...' if len(foreign) > 5 else ''})"
             if foreign
             else f"is a directory that dsort did not write (no valid {MARKER} inside)"
         )
         raise InputError(
-            f"OUTPUT {shown} {what}; --overwrite replaces only files and directories that dsort wrote, whole. "
+            f"OUTPUT {shown} {what}; --overwrite replaces only files and directories that dsort "
+            "wrote, whole. "
             "Remove it yourself, or choose another OUTPUT"
         )
-    raise InputError(f"OUTPUT {shown} exists and is not a regular file or directory; dsort will not replace it")
+    raise InputError(
+        f"OUTPUT {shown} exists and is not a regular file or directory; dsort will not replace it"
+    )
 
 
 def check_destination(output, inputs, *, overwrite: bool, input_dirs=()) -> Path:
     """Refuse an OUTPUT that would clobber or feed on the input; return it as an absolute path.
 
-    Refused: an existing OUTPUT without ``overwrite``, and with it anything but a file or a directory
-    dsort wrote; OUTPUT equal to an input file or inside an input directory (with ``overwrite`` too:
-    the next run would read its own output); a missing or unwritable parent directory.
+    Refused: an existing OUTPUT without ``overwrite``, and with it anything but a file or a
+    directory dsort wrote; OUTPUT equal to an input file or inside an input directory (with
+    ``overwrite`` too: the next run would read its own output); a missing or unwritable parent
+    directory.
     """
     out = Path(output).absolute()
     real = Path(os.path.realpath(out))
     for p in inputs:
         if real == Path(os.path.realpath(p)):
-            raise InputError(f"OUTPUT {output} is one of the input files; write the sorted data elsewhere")
+            raise InputError(
+                f"OUTPUT {output} is one of the input files; write the sorted data elsewhere"
+            )
     for d in input_dirs:
         d = Path(os.path.realpath(d))
         if real == d or d in real.parents:
-            raise InputError(f"OUTPUT {output} is inside INPUT {d}; write the sorted data elsewhere")
+            raise InputError(
+                f"OUTPUT {output} is inside INPUT {d}; write the sorted data elsewhere"
+            )
     for p in [*inputs, *input_dirs]:
         if real in Path(os.path.realpath(p)).parents:  # replacing OUTPUT would delete the input
-            raise InputError(f"INPUT {p} is inside OUTPUT {output}; write the sorted data elsewhere")
+            raise InputError(
+                f"INPUT {p} is inside OUTPUT {output}; write the sorted data elsewhere"
+            )
     if out.exists() or out.is_symlink():
         if not overwrite:
             raise InputError(f"OUTPUT {output} exists; pass --overwrite to replace it")
@@ -134,7 +145,11 @@ def remove_leftovers(directory: Path, name: str, stream=None) -> list:
             continue
         _remove(Path(e.path))
         removed.append(Path(e.path))
-        print(f"dsort: removed {e.path}, left by an earlier run (process {m.group(2)}) that did not finish", file=stream or sys.stderr)
+        print(
+            f"dsort: removed {e.path}, left by an earlier run (process {m.group(2)}) that did not "
+            "finish",
+            file=stream or sys.stderr,
+        )
     return removed
 
 
@@ -161,7 +176,13 @@ def _rename2(src: Path, dst: Path, flags: int) -> bool:
         try:
             libc = ctypes.CDLL(None, use_errno=True)
             fn = libc.renameat2
-            fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+            fn.argtypes = [
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_int,
+                ctypes.c_char_p,
+                ctypes.c_uint,
+            ]
             _renameat2 = fn
         except (OSError, AttributeError):
             _renameat2 = False
@@ -189,12 +210,14 @@ def _publish_new(tmp: Path, output: Path) -> None:
             tmp.unlink()
     except (FileExistsError, IsADirectoryError, NotADirectoryError) as e:
         raise OutputExists(
-            f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and nothing of this run was written"
+            f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is "
+            "and nothing of this run was written"
         ) from e
     except OSError as e:
         if e.errno in (errno.EEXIST, errno.ENOTEMPTY):
             raise OutputExists(
-                f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it is and nothing of this run was written"
+                f"OUTPUT {output} appeared while this sort ran (another run?); it was left as it "
+                "is and nothing of this run was written"
             ) from None
         raise
 
@@ -223,7 +246,8 @@ def _publish_over(tmp: Path, output: Path) -> None:
     _remove(old)
 
 
-# -- staging -----------------------------------------------------------------------------------------
+# -- staging
+# -----------------------------------------------------------------------------------------
 
 
 @contextlib.contextmanager
@@ -276,7 +300,8 @@ def _fsync(path: Path) -> None:
 
 
 def _sync_tree(path: Path) -> None:
-    """Flush what dsort wrote at ``path``: the file, or the directory's files and then its entries."""
+    """Flush what dsort wrote at ``path``: the file, or the directory's files and then its
+    entries."""
     if path.is_dir():
         for p in path.iterdir():
             if p.is_file() and not p.is_symlink():

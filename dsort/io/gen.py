@@ -4,8 +4,8 @@ Records (``gensort``'s layout, 100 bytes): a 10-byte binary key, uniformly rando
 keys drawn from a skewed distribution, with many repeats, to stress the splitters), then the
 record's index as 16 hex ASCII digits, and filler bytes (``0x20``..) up to the record size, ending
 in ``\\r\\n`` as gensort's do. The payload identifies each record, so a checksum catches any loss.
-``ascii=True`` (gensort's ``-a``): the key's bytes are printable (`` `` to ``~``), so every record is
-a newline-terminated text line and line tools (``LC_ALL=C sort``) sort the very same records.
+``ascii=True`` (gensort's ``-a``): the key's bytes are printable (`` `` to ``~``), so every record
+is a newline-terminated text line and line tools (``LC_ALL=C sort``) sort the very same records.
 Deterministic for a given ``seed``, whatever the chunk size.
 """
 
@@ -24,7 +24,14 @@ def _rng(seed, chunk: int):
 
 
 def record_chunk(
-    start: int, n: int, *, seed: int, record_size: int = 100, key_size: int = 10, skew: bool = False, ascii: bool = False
+    start: int,
+    n: int,
+    *,
+    seed: int,
+    record_size: int = 100,
+    key_size: int = 10,
+    skew: bool = False,
+    ascii: bool = False,
 ) -> np.ndarray:
     """Records ``start .. start + n`` as rows ``(n, record_size)`` of uint8 (``start`` a multiple of
     :data:`CHUNK`, or within one chunk: the random stream is keyed by chunk)."""
@@ -35,7 +42,9 @@ def record_chunk(
         m = min(n - done, CHUNK - off)
         rng = _rng(seed, c)
         keys = (
-            rng.integers(32, 127, (CHUNK, key_size), dtype=np.uint8) if ascii else rng.integers(0, 256, (CHUNK, key_size), dtype=np.uint8)
+            rng.integers(32, 127, (CHUNK, key_size), dtype=np.uint8)
+            if ascii
+            else rng.integers(0, 256, (CHUNK, key_size), dtype=np.uint8)
         )
         keys = keys[off : off + m]
         if skew:
@@ -59,7 +68,16 @@ def record_chunk(
     return out
 
 
-def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: int = 10, skew: bool = False, ascii: bool = False) -> Path:
+def records(
+    n: int,
+    path,
+    *,
+    seed: int = 0,
+    record_size: int = 100,
+    key_size: int = 10,
+    skew: bool = False,
+    ascii: bool = False,
+) -> Path:
     """Write ``n`` records to ``path`` (through a temporary name, renamed when complete)."""
     from ._output import remove_leftovers, temporary_name
 
@@ -70,7 +88,15 @@ def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: in
         with open(tmp, "wb") as f:
             for s in range(0, n, CHUNK):
                 f.write(
-                    record_chunk(s, min(CHUNK, n - s), seed=seed, record_size=record_size, key_size=key_size, skew=skew, ascii=ascii).data
+                    record_chunk(
+                        s,
+                        min(CHUNK, n - s),
+                        seed=seed,
+                        record_size=record_size,
+                        key_size=key_size,
+                        skew=skew,
+                        ascii=ascii,
+                    ).data
                 )
         os.replace(tmp, path)
     except BaseException:
@@ -79,7 +105,9 @@ def records(n: int, path, *, seed: int = 0, record_size: int = 100, key_size: in
     return path
 
 
-def array_chunk(start: int, n: int, *, seed: int, dtype="int64", nan_fraction: float = 0.0) -> np.ndarray:
+def array_chunk(
+    start: int, n: int, *, seed: int, dtype="int64", nan_fraction: float = 0.0
+) -> np.ndarray:
     """Elements ``start .. start + n`` of a random array: integers over the dtype's whole range,
     floats normal (with NaNs at ``nan_fraction``), booleans fair."""
     dtype = np.dtype(dtype)
@@ -119,7 +147,13 @@ def npy(n: int, path, *, dtype="int64", seed: int = 0, nan_fraction: float = 0.0
         start = create(tmp, dtype, n)
         size = np.dtype(dtype).itemsize
         for s in range(0, n, CHUNK):
-            write_at(str(tmp), start + s * size, array_chunk(s, min(CHUNK, n - s), seed=seed, dtype=dtype, nan_fraction=nan_fraction))
+            write_at(
+                str(tmp),
+                start + s * size,
+                array_chunk(
+                    s, min(CHUNK, n - s), seed=seed, dtype=dtype, nan_fraction=nan_fraction
+                ),
+            )
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -16,28 +16,46 @@ _KINDS = "biuf"
 
 
 def header(path) -> tuple[np.dtype, int, int]:
-    """``(dtype, length, data offset)`` of a 1-D ``.npy`` file dsort can sort, else :class:`InputError`."""
+    """``(dtype, length, data offset)`` of a 1-D ``.npy`` file dsort can sort, else
+    :class:`InputError`."""
     try:  # the header alone (a memory map would refuse a truncated file before its size is checked)
         with open(path, "rb") as f:
             version = np.lib.format.read_magic(f)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+            read = (
+                np.lib.format.read_array_header_1_0
+                if version == (1, 0)
+                else np.lib.format.read_array_header_2_0
+            )
             shape, fortran, dtype = read(f, max_header_size=1 << 20)
             offset = f.tell()
-    except Exception as e:  # NumPy raises many types for a damaged header (ValueError, SyntaxError, TokenError...)
-        raise InputError(f"{path}: not a readable .npy file (damaged or not .npy: {type(e).__name__})") from None
+    # NumPy raises many types for a damaged header (ValueError, SyntaxError, TokenError...)
+    except Exception as e:
+        raise InputError(
+            f"{path}: not a readable .npy file (damaged or not .npy: {type(e).__name__})"
+        ) from None
     if len(shape) != 1:
         raise InputError(f"{path}: dsort sorts 1-D arrays; this .npy holds shape {shape}")
-    if dtype.kind not in _KINDS or (dtype.kind == "f" and dtype.itemsize not in (4, 8)) or dtype.hasobject:
-        raise InputError(f"{path}: unsupported dtype {dtype}; dsort sorts .npy arrays of bool, (u)int8-64, float32 or float64")
+    if (
+        dtype.kind not in _KINDS
+        or (dtype.kind == "f" and dtype.itemsize not in (4, 8))
+        or dtype.hasobject
+    ):
+        raise InputError(
+            f"{path}: unsupported dtype {dtype}; dsort sorts .npy arrays of bool, (u)int8-64, "
+            "float32 or float64"
+        )
     if not dtype.isnative and dtype.itemsize > 1:
         raise InputError(
-            f"{path}: dtype {dtype.str} is not in this machine's byte order; convert it with astype({dtype.newbyteorder('=').str!r})"
+            f"{path}: dtype {dtype.str} is not in this machine's byte order; convert it with "
+            f"astype({dtype.newbyteorder('=').str!r})"
         )
     n = shape[0]
     expected = offset + n * dtype.itemsize
     size = Path(path).stat().st_size
     if size < expected:
-        raise InputError(f"{path}: truncated .npy file ({size:,} bytes, its header promises {expected:,})")
+        raise InputError(
+            f"{path}: truncated .npy file ({size:,} bytes, its header promises {expected:,})"
+        )
     return dtype, n, offset
 
 
@@ -46,7 +64,10 @@ def inspect(files) -> tuple[np.dtype, list[int], list[int]]:
     heads = [header(f) for f in files]
     dtypes = {h[0] for h in heads}
     if len(dtypes) > 1:
-        raise InputError(f"the input .npy files have different dtypes ({', '.join(sorted(map(str, dtypes)))}); dsort sorts one dtype")
+        raise InputError(
+            f"the input .npy files have different dtypes ({', '.join(sorted(map(str, dtypes)))}); "
+            "dsort sorts one dtype"
+        )
     dtype = heads[0][0] if heads else np.dtype(np.float64)
     return dtype, [h[1] for h in heads], [h[2] for h in heads]
 
@@ -73,12 +94,16 @@ def _check_block(path, offset, rows, dtype, descending):
 
 
 def check_tasks(files, *, rows_per_block: int, descending: bool = False):
-    """One task per block of ``files``, each giving the block's :class:`~dsort.core.valsort.Summary`."""
+    """One task per block of ``files``, each giving the block's
+    :class:`~dsort.core.valsort.Summary`."""
     from dask.base import tokenize
 
     from ..collections import tasks
 
     dtype, lens, offsets = inspect(files)
     token = tokenize([str(f) for f in files], rows_per_block, descending)
-    rows = [(str(files[f]), offsets[f] + s * dtype.itemsize, m, dtype.str, descending) for f, s, m in plan.blocks(lens, rows_per_block)]
+    rows = [
+        (str(files[f]), offsets[f] + s * dtype.itemsize, m, dtype.str, descending)
+        for f, s, m in plan.blocks(lens, rows_per_block)
+    ]
     return tasks.each(tasks.CHECK, token, _check_block, rows)

@@ -62,7 +62,11 @@ def row_groups(files) -> tuple[list[tuple[str, int]], list[int], object]:
         elif s.names != schema.names:
             raise InputError(f"{f}: columns {s.names} differ from the first file's {schema.names}")
         elif not s.equals(schema):
-            diff = [f"{n} is {t} there, {u} in {files[0]}" for n, t, u in zip(s.names, s.types, schema.types) if t != u]
+            diff = [
+                f"{n} is {t} there, {u} in {files[0]}"
+                for n, t, u in zip(s.names, s.types, schema.types)
+                if t != u
+            ]
             raise InputError(f"{f}: column types differ from the first file's: {'; '.join(diff)}")
         for g in range(pf.num_row_groups):
             parts.append((str(f), g))
@@ -75,7 +79,10 @@ def check_columns(by, schema, where) -> None:
     names = list(schema.names) if schema is not None else []
     missing = [c for c in by if c not in names]
     if missing:
-        raise InputError(f"{where}: no column {', '.join(map(repr, missing))}; its columns are {', '.join(names) or '(none)'}")
+        raise InputError(
+            f"{where}: no column {', '.join(map(repr, missing))}; its columns are "
+            f"{', '.join(names) or '(none)'}"
+        )
     try:
         _spec(schema, by, [True] * len(by), "last")
     except TypeError as e:
@@ -104,7 +111,11 @@ def read(files):
 
     parts, lens, schema = row_groups(files)
     meta = frame(schema.empty_table())
-    return dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label=tasks.READ), lens, schema
+    return (
+        dd.from_map(read_row_group, parts, meta=meta, enforce_metadata=False, label=tasks.READ),
+        lens,
+        schema,
+    )
 
 
 def read_table(part):
@@ -116,7 +127,8 @@ def read_table(part):
     try:
         return _open(path).read_row_group(group)
     except (OSError, pa.ArrowException) as e:
-        detail = " ".join("".join(c if c.isprintable() else " " for c in str(e)).split())  # one line
+        # one line
+        detail = " ".join("".join(c if c.isprintable() else " " for c in str(e)).split())
         raise InputError(f"{path}: row group {group} is damaged ({detail})") from None
 
 
@@ -136,14 +148,21 @@ def _spec(schema, by, ascending, na_position, files=()):
     statistics say that their one key column holds no null."""
     from ..core import table_chunk as TC
 
-    return TC.spec_of(schema, by, ascending, na_position, no_nulls=bool(files) and len(by) == 1 and _no_nulls(files, by[0]))
+    return TC.spec_of(
+        schema,
+        by,
+        ascending,
+        na_position,
+        no_nulls=bool(files) and len(by) == 1 and _no_nulls(files, by[0]),
+    )
 
 
 def _no_nulls(files, column) -> bool:
     """Whether every row group of ``files`` says in its statistics that ``column`` holds no null."""
     for f in files:
         meta = _open(f).metadata
-        leaves = [meta.schema.column(i).path for i in range(meta.num_columns)]  # nested columns have several
+        # nested columns have several
+        leaves = [meta.schema.column(i).path for i in range(meta.num_columns)]
         if column not in leaves:
             return False
         for g in range(meta.num_row_groups):
@@ -188,16 +207,20 @@ def _merge_parts(spec, device, p, cut, t, *parts):
 
 
 def comparable(summaries, by, ascending, na_position) -> list:
-    """``summaries`` of consecutive parts (:func:`dsort.core.table_chunk.summarize`) with their first
-    and last rows encoded as keys at one string width (the widest of those rows), so
-    :func:`dsort.core.valsort.combine` can compare each part's last key with the next one's first."""
+    """``summaries`` of consecutive parts (:func:`dsort.core.table_chunk.summarize`) with their
+    first and last rows encoded as keys at one string width (the widest of those rows), so
+    :func:`dsort.core.valsort.combine` can compare each part's last key with the next one's
+    first."""
     from ..core import table_chunk as TC
     from ..core.frame_keys import KeySpec
 
     ends = [s for s in summaries if s.records and s.first_key is not None]
-    if not ends or isinstance(ends[0].first_key, np.ndarray):  # keys already (words or byte rows of numbers: summarize's), not frames
+    # keys already (words or byte rows of numbers: summarize's), not frames
+    if not ends or isinstance(ends[0].first_key, np.ndarray):
         return list(summaries)
-    return TC.ends_comparable(summaries, KeySpec.of(ends[0].first_key, list(by), list(ascending), na_position))
+    return TC.ends_comparable(
+        summaries, KeySpec.of(ends[0].first_key, list(by), list(ascending), na_position)
+    )
 
 
 def _columnar(job, parts, tmp, names, spec, device, sliced: bool):
@@ -227,17 +250,40 @@ def _columnar(job, parts, tmp, names, spec, device, sliced: bool):
         add(key(tasks.SORT, i), TC.sort_part, ref(key(tasks.READ, i)), spec, device)
         add(key(tasks.INFO, i), FC.info, ref(key(tasks.SORT, i)), len(names))
     plan, cut = ref(key(tasks.PLAN)), ref(key(tasks.SPLITTERS))
-    add(key(tasks.PLAN), FC.make_plan, spec, len(names), None, *[ref(key(tasks.INFO, i)) for i in range(n)])
+    add(
+        key(tasks.PLAN),
+        FC.make_plan,
+        spec,
+        len(names),
+        None,
+        *[ref(key(tasks.INFO, i)) for i in range(n)],
+    )
     for i in range(n):
         add(key(tasks.WINDOW, i), FC.window, spec, ref(key(tasks.SORT, i)), plan, i)
     add(key(tasks.SPLITTERS), FC.cuts, plan, *[ref(key(tasks.WINDOW, i)) for i in range(n)])
     for t, name in enumerate(names):
         if sliced:
             for q in range(n):
-                add(key(tasks.SLICE, t, q), TC.piece, spec, ref(key(tasks.SORT, q)), plan, cut, t, q)
-            add(key(tasks.MERGE, t), TC.merge, device, *[ref(key(tasks.SLICE, t, q)) for q in range(n)])
+                add(
+                    key(tasks.SLICE, t, q), TC.piece, spec, ref(key(tasks.SORT, q)), plan, cut, t, q
+                )
+            add(
+                key(tasks.MERGE, t),
+                TC.merge,
+                device,
+                *[ref(key(tasks.SLICE, t, q)) for q in range(n)],
+            )
         else:
-            add(key(tasks.MERGE, t), _merge_parts, spec, device, plan, cut, t, *[ref(key(tasks.SORT, q)) for q in range(n)])
+            add(
+                key(tasks.MERGE, t),
+                _merge_parts,
+                spec,
+                device,
+                plan,
+                cut,
+                t,
+                *[ref(key(tasks.SORT, q)) for q in range(n)],
+            )
         add(key(tasks.WRITE, t), _write_table, ref(key(tasks.MERGE, t)), str(tmp / name), spec)
     job.inputs = tasks.handles(dsk, [key(tasks.CHECKSUM_INPUT, i) for i in range(n)])
     job.outputs = tasks.handles(dsk, [key(tasks.WRITE, t) for t in range(len(names))])
@@ -295,9 +341,25 @@ def sort_job(
     from ..collections.dataframe import sort_values
 
     df, _, _ = read(files)
-    out = sort_values(df, by, ascending=ascending, na_position=na_position, strategy="external", local_directory=local_directory)
-    job.inputs = per_block(tasks.CHECKSUM_INPUT, _tally, df.to_delayed(optimize_graph=False), schema)
-    job.outputs = per_block(tasks.WRITE, _write, out.to_delayed(optimize_graph=False), each([str(tmp / p) for p in names]), spec, schema)
+    out = sort_values(
+        df,
+        by,
+        ascending=ascending,
+        na_position=na_position,
+        strategy="external",
+        local_directory=local_directory,
+    )
+    job.inputs = per_block(
+        tasks.CHECKSUM_INPUT, _tally, df.to_delayed(optimize_graph=False), schema
+    )
+    job.outputs = per_block(
+        tasks.WRITE,
+        _write,
+        out.to_delayed(optimize_graph=False),
+        each([str(tmp / p) for p in names]),
+        spec,
+        schema,
+    )
     return job
 
 
@@ -312,29 +374,37 @@ def _check_part(part, spec):
     return TC.summarize(read_table(part), spec)
 
 
-def check_order(*, by=None, descending: bool = False, na_position: str = "last", order=None) -> tuple:
+def check_order(
+    *, by=None, descending: bool = False, na_position: str = "last", order=None
+) -> tuple:
     """``(by, ascending, na_position)``: the order a check of Parquet looks for, from ``by`` (and
     ``descending``), else from ``order`` (a dsort manifest); an :class:`InputError` when neither
     names the sort columns, or ``descending`` contradicts the manifest."""
     if order and not by:
-        by, ascending, na_position = order["by"], order["ascending"], order.get("na_position", "last")
+        by, ascending, na_position = (
+            order["by"],
+            order["ascending"],
+            order.get("na_position", "last"),
+        )
         if descending and not all(a is False for a in ascending):
             raise InputError(
-                f"--descending: this directory's {MANIFEST} says it was sorted by {', '.join(by)} ascending; "
+                f"--descending: this directory's {MANIFEST} says it was sorted by {', '.join(by)} "
+                "ascending; "
                 "drop --descending to check that order, or give --by to check another"
             )
     elif by:
         ascending = [not descending] * len(by)
     else:
         raise InputError(
-            "checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output directory names them in its manifest)"
+            "checking Parquet needs the sort columns: pass --by COL[,COL...] (a dsort output "
+            "directory names them in its manifest)"
         )
     return list(by), list(ascending), na_position
 
 
 def check_tasks(files, by, ascending, na_position) -> list:
-    """One task per row group of ``files``, each giving its :class:`~dsort.core.valsort.Summary` in the
-    order ``(by, ascending, na_position)`` (:func:`check_order`); pass their results through
+    """One task per row group of ``files``, each giving its :class:`~dsort.core.valsort.Summary` in
+    the order ``(by, ascending, na_position)`` (:func:`check_order`); pass their results through
     :func:`comparable` before :func:`dsort.core.valsort.combine`. Each row group is read once."""
     from dask.base import tokenize
 

@@ -32,12 +32,21 @@ def lengths(files, record_size: int) -> list[int]:
 
 def check_sizes(record_size: int, key_size: int) -> None:
     if not 0 < key_size <= record_size:
-        raise InputError(f"--key-size must be between 1 and --record-size ({record_size}), got {key_size}")
+        raise InputError(
+            f"--key-size must be between 1 and --record-size ({record_size}), got {key_size}"
+        )
 
 
 def read(files, record_size: int, rows_per_block: int):
     """The records of ``files`` (concatenated) as one dask array ``(n, record_size)`` of uint8."""
-    return file_array(files, [0] * len(files), lengths(files, record_size), (record_size,), np.uint8, rows_per_block)
+    return file_array(
+        files,
+        [0] * len(files),
+        lengths(files, record_size),
+        (record_size,),
+        np.uint8,
+        rows_per_block,
+    )
 
 
 def _check_block(path, offset, rows, record_size, key_size, descending):
@@ -45,8 +54,11 @@ def _check_block(path, offset, rows, record_size, key_size, descending):
     return valsort.summarize(block[:, :key_size], block, descending=descending)
 
 
-def check_tasks(files, *, record_size: int, key_size: int, rows_per_block: int, descending: bool = False):
-    """One task per block of ``files``, each giving the block's :class:`~dsort.core.valsort.Summary`."""
+def check_tasks(
+    files, *, record_size: int, key_size: int, rows_per_block: int, descending: bool = False
+):
+    """One task per block of ``files``, each giving the block's
+    :class:`~dsort.core.valsort.Summary`."""
     from dask.base import tokenize
 
     from ..collections import tasks
@@ -54,5 +66,7 @@ def check_tasks(files, *, record_size: int, key_size: int, rows_per_block: int, 
     check_sizes(record_size, key_size)
     blocks = plan.blocks(lengths(files, record_size), rows_per_block)
     token = tokenize([str(f) for f in files], record_size, key_size, rows_per_block, descending)
-    rows = [(str(files[f]), s * record_size, m, record_size, key_size, descending) for f, s, m in blocks]
+    rows = [
+        (str(files[f]), s * record_size, m, record_size, key_size, descending) for f, s, m in blocks
+    ]
     return tasks.each(tasks.CHECK, token, _check_block, rows)
