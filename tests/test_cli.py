@@ -790,19 +790,19 @@ def test_option_parsers_and_check_blocks():
 
     import dask
 
-    from dsort import cli
+    from dsort import cli_parser
     from dsort.service import LimitError, parse_size
 
-    assert [cli._count(t) for t in ("0", "1000000", "1_000_000", "1e6", "2.5e3")] == [0, 10**6, 10**6, 10**6, 2500]
+    assert [cli_parser.count(t) for t in ("0", "1000000", "1_000_000", "1e6", "2.5e3")] == [0, 10**6, 10**6, 10**6, 2500]
     for bad in ("-1", "1.5", "ten", "1e-3"):
         with pytest.raises(argparse.ArgumentTypeError):
-            cli._count(bad)
-    assert cli._bytes("64MiB") == 64 << 20 and cli._bytes("1kB") == 1000 and cli._bytes("100") == 100
+            cli_parser.count(bad)
+    assert cli_parser.nbytes("64MiB") == 64 << 20 and cli_parser.nbytes("1kB") == 1000 and cli_parser.nbytes("100") == 100
     with pytest.raises(argparse.ArgumentTypeError, match="not a size"):
-        cli._bytes("lots")
-    assert cli._size("0.5") == "0.5" and cli._size("auto") == "auto"
+        cli_parser.nbytes("lots")
+    assert cli_parser.size("0.5") == "0.5" and cli_parser.size("auto") == "auto"
     with pytest.raises(argparse.ArgumentTypeError):
-        cli._size("-2GB")
+        cli_parser.size("-2GB")
     assert parse_size("0.5", 1000) == 500 and parse_size("2GB") == 2 * 10**9 and parse_size(None) is None
     assert parse_size(1, 1000) == 1000 and parse_size(4096) == 4096  # 1 is the whole; an int beyond it, bytes
     for bad in ("0", "0.5", "x", "-2GB", "0GB"):

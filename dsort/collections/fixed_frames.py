@@ -17,6 +17,7 @@ from ..core import frame_chunk as FC
 from ..core import filesort as F
 from ..core import runs as R
 from ..engine import device as dev
+from ..engine import pools
 from ..engine import host
 from . import remote
 from . import tasks as T
@@ -96,7 +97,7 @@ def _device_rows(job: FixedFrameJob, parts, watch: F.Stopwatch):
     # already on this GPU (datetimes as int64): read in the order of cudf's stream, which this
     # thread's then waits for
     if job.cudf:
-        each = [dev.after_default_stream(job.codec.gpu_columns, part) for part in parts]
+        each = [pools.after_default_stream(job.codec.gpu_columns, part) for part in parts]
         columns = each[0] if len(each) == 1 else [cupy.concatenate(c) for c in zip(*each)]
     # host columns: each column of all the parts copied at once; CuPy has no datetimes; a range
     # index is made there
@@ -209,13 +210,13 @@ def _cudf_outputs(job: FixedFrameJob, rows, sizes, watch: F.Stopwatch) -> list:
         import cudf
 
         return [cudf.from_pandas(job.codec.meta, nan_as_null=False) for _ in sizes]
-    with dev.cudf_owned():  # the outputs' columns become cudf's memory
+    with pools.cudf_owned():  # the outputs' columns become cudf's memory
         whole = job.codec.pick(rows, job.layout.key_bytes)
     columns = [[c[a:b] for c in whole] for a, b in _bounds(sizes)]
     nulls = job.codec.null_columns(rows, job.layout.key_bytes)
     F.sync(device_here())  # the columns made before cudf (its own stream) reads them
     watch.lap("decode")
-    out = [dev.on_default_stream(job.codec.cudf_frame, c, nulls) for c in columns]
+    out = [pools.on_default_stream(job.codec.cudf_frame, c, nulls) for c in columns]
     watch.lap("make frame")
     return out
 

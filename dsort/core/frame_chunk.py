@@ -23,6 +23,7 @@ from .lazy import pd
 from . import chunk, frame_cudf, plan
 from .. import engine as engines
 from ..engine import device as dev
+from ..engine import pools
 from ..engine import host
 from .frame_keys import KeySpec, common_widths, join_kinds, widen
 from .frame_wire import Wired, joinable, restore, unwire, wire
@@ -99,7 +100,7 @@ class Plan:
 
 def _argsort(keys, device):
     if device == "gpu":
-        with dev.own_pool():  # where cudf made RMM's unpooled allocator CuPy's: see own_pool
+        with pools.own_pool():  # where cudf made RMM's unpooled allocator CuPy's: see own_pool
             g = chunk.on_gpu(keys)
             return dev.to_host(engines.get(g).argsort(g))
     return engines.get(keys).argsort(keys)
@@ -423,7 +424,7 @@ def merge_order(keys, device):
     ``device="gpu"``, else one stable sort of the sorted slices (NumPy's timsort merges the runs it
     finds)."""
     if device == "gpu":
-        with dev.own_pool():
+        with pools.own_pool():
             return dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
     return engines.get(keys[0]).argsort(host.concatenate(keys))
 

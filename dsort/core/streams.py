@@ -11,7 +11,7 @@ import contextlib
 import threading
 import time
 
-from ..engine import device as dev
+from ..engine import pools
 
 
 class Stopwatch:
@@ -35,7 +35,7 @@ _local = threading.local()
 def on_stream(gpu):
     """Run the block on CUDA device ``gpu`` with this thread's own stream there (tasks on threads
     overlap; one stream per thread and device, reused, so CuPy's memory pool reuses its blocks)
-    and CuPy's pool (:func:`~dsort.engine.device.own_pool`), waiting for its work at the end; on
+    and CuPy's pool (:func:`~dsort.engine.pools.own_pool`), waiting for its work at the end; on
     the CPU where ``gpu`` is None."""
     if gpu is None:
         yield
@@ -47,7 +47,7 @@ def on_stream(gpu):
         stream = streams.get(gpu)
         if stream is None:
             stream = streams[gpu] = cupy.cuda.Stream(non_blocking=True)
-        with stream, dev.own_pool():
+        with stream, pools.own_pool():
             yield
             stream.synchronize()
 

@@ -15,184 +15,48 @@ plan is for; ``dsort.engine._cuda.target()`` gives the current device's.
 
 from __future__ import annotations
 
-import enum
 import functools
 import types
 from dataclasses import dataclass
-from pathlib import Path
 
-import numpy as np
 
-from . import _tuning
+from . import _tuning  # noqa: F401  (the plans' tunings: P._tuning)
 from ._tuning import Tuning
-
-
-def kernel_dir() -> Path:
-    """Where the CUDA sources are: inside the installed package, or ``kernels/`` of a source
-    tree."""
-    here = Path(__file__).resolve().parent.parent  # dsort/
-    for candidate in (here / "kernels", here.parent / "kernels"):
-        if (candidate / "README.md").is_file():
-            return candidate
-    raise FileNotFoundError(
-        f"dsort's CUDA sources are missing: looked in {here / 'kernels'} and "
-        f"{here.parent / 'kernels'}"
-    )
-
-
-SORT_SOURCES = ("kernel_mergesort.cu", "kernel_merge.cu")
-MERGE4_SOURCES = ("kernel_merge4.cu",)
-SEARCH_SOURCES = ("kernel_search.cu",)
-ROWS_SOURCES = ("kernel_rows.cu",)
-CHECK_SOURCES = ("kernel_check.cu",)
-
-QUERY_THREADS = 256  # CTA of the one-thread-per-query kernels (searches, partitions, byte rows)
-# CTA of k_check_sorted, and the keys each thread reads per tile
-CHECK_THREADS, CHECK_ITEMS = 256, 8
-# The sortedness checks run persistent grids (their CTAs stop once the answer is known): this many
-# CTAs per SM keep the memory system busy.
-CHECK_CTAS_PER_SM, ROWS_CHECK_CTAS_PER_SM = 8, 16
-VALSORT_CTAS_PER_SM = 8  # the output checks' persistent grids (kernel_check.cu)
-POSITION_BYTES = 4  # a key's position in its tile (an int), kept beside it by the blocksort
-
-# Key types: NumPy's kind and itemsize -> the C type the kernels compare.
-_C_OF = {
-    "b1": "unsigned char",
-    "i1": "signed char",
-    "u1": "unsigned char",
-    "i2": "short",
-    "u2": "unsigned short",
-    "i4": "int",
-    "u4": "unsigned int",
-    "f4": "float",
-    "i8": "long long",
-    "u8": "unsigned long long",
-    "f8": "double",
-}
-BYTES16 = "dsort::Bytes16"  # up to 16 bytes of a byte key, big-endian (cta_order.cuh)
-KEY_BYTES = {c: int(code[1:]) for code, c in _C_OF.items()} | {BYTES16: 16}
-FLOATS = ("float", "double")
-# byte keys packed into one word of this many bytes
-ROW_WORDS = {8: "unsigned long long", 16: BYTES16}
-# values ride along as unsigned words of their size
-VALUE_TYPES = {4: "unsigned int", 8: "unsigned long long"}
-# rows move as the widest that divides them
-GATHER_WORDS = {1: "unsigned char", 2: "unsigned short", **VALUE_TYPES}
-_INT64 = "long long"  # what argsort's last write turns 4-byte positions into
-_NO_VALUE = "dsort::NoValue"
-
-
-def ctype_of(dtype) -> str:
-    """The C type the kernels compare keys of NumPy ``dtype`` as (its own size)."""
-    dtype = np.dtype(dtype)
-    return _C_OF[f"{dtype.kind}{dtype.itemsize}"]
-
-
-def _cbool(flag: bool) -> str:
-    return "true" if flag else "false"
-
-
-class Mode(enum.Enum):
-    """How values travel with the keys: ``ValueMode`` of ``kernels/cta_merge.cuh``, spelled by its
-    enumerators (so their numbers have one home, the header)."""
-
-    KEYS = "dsort::kNoValues"  # keys only
-    CARRY = "dsort::kCarry"  # values read from memory and moved with their keys
-    IOTA = "dsort::kIota"  # values are the keys' source positions, generated, never read
-
-
-@dataclass(frozen=True)
-class Order:
-    """A key order: the key's C type, the direction, and where NaN goes (floats only: the flag is
-    False for every other type, which has no NaN)."""
-
-    key: str
-    descending: bool = False
-    na_first: bool = False
-
-    def __post_init__(self):
-        object.__setattr__(self, "descending", bool(self.descending))
-        object.__setattr__(self, "na_first", bool(self.na_first) and self.key in FLOATS)
-
-    @property
-    def spelling(self) -> str:
-        """The comparator as a template argument (``Order`` of ``cta_order.cuh``)."""
-        return f"dsort::Order<{self.key}, {_cbool(self.descending)}, {_cbool(self.na_first)}>"
-
-    @property
-    def key_bytes(self) -> int:
-        return KEY_BYTES[self.key]
-
-
-@dataclass(frozen=True)
-class Target:
-    """The device a plan is for."""
-
-    arch: int  # compute capability, major * 10 + minor (90 for sm_90)
-    smem_limit: int  # the most dynamic shared memory one CTA may opt into, bytes
-
-
-@dataclass(frozen=True)
-class Module:
-    """One compile unit: the sources it includes and the instantiations asked of NVRTC."""
-
-    sources: tuple[str, ...]
-    names: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """One instantiation and its launch shape."""
-
-    module: Module
-    name: str
-    threads: int  # per CTA
-    tile: int  # items per CTA: count items take ceil(count / tile) CTAs
-    smem: int = 0  # dynamic shared memory per CTA, bytes
-    # > 0: a persistent grid (grid-stride loop) of at most this many CTAs per SM
-    ctas_per_sm: int = 0
-
-    def grid(self, count: int, sms: int = 0) -> int:
-        """CTAs for ``count`` items (``sms``: the device's SM count, for persistent grids)."""
-        tiles = -(-count // self.tile)
-        return max(1, min(tiles, sms * self.ctas_per_sm)) if self.ctas_per_sm else tiles
-
-
-def _align16(nbytes: int) -> int:
-    return (nbytes + 15) & ~15
-
-
-# Shared memory, laid out as the CTA functions carve it (kernels/cta_blocksort.cuh, cta_merge.cuh):
-# the tile's keys from offset 0, then, at the next 16-byte boundary, what rides with them.
-def blocksort_smem(key_bytes: int, mode: Mode, tile: int) -> int:
-    """cta_blocksort: the keys, then each key's position in the tile (values are gathered after)."""
-    return _align16(tile * key_bytes) + (tile * POSITION_BYTES if mode is not Mode.KEYS else 0)
-
-
-def merge_smem(key_bytes: int, value_bytes: int, mode: Mode, tile: int) -> int:
-    """merge_tile: the keys, then their values (carried or generated)."""
-    return _align16(tile * key_bytes) + (tile * value_bytes if mode is not Mode.KEYS else 0)
-
-
-@functools.cache
-def fitted(target: Target, key_bytes: int, value_bytes: int) -> Tuning:
-    """The target's tuning (:func:`._tuning.select`), its NT halved until the tiles' shared
-    memory fits the target: the merge's first (the blocksort's follows it down, as its tile must
-    stay a multiple of the merge tile), then the blocksort's."""
-    t = _tuning.select(target.arch, key_bytes, value_bytes)
-    nt_b, nt_m, vt = t.nt_blocksort, t.nt_merge, t.vt
-    mode = Mode.CARRY if value_bytes else Mode.KEYS
-    while merge_smem(key_bytes, value_bytes, mode, nt_m * vt) > target.smem_limit and nt_m > 32:
-        nt_m //= 2
-        nt_b = min(nt_b, nt_m)
-    while blocksort_smem(key_bytes, mode, nt_b * vt) > target.smem_limit and nt_b > nt_m:
-        nt_b //= 2
-    return Tuning(nt_b, nt_m, vt, t.ways)
-
-
-def tunings(target: Target) -> dict[tuple[int, int], Tuning]:
-    """The fitted tuning of every (key bytes, value bytes) the sort kernels take, on ``target``."""
-    return {(kb, vb): fitted(target, kb, vb) for kb in (4, 8, 16) for vb in (0, *VALUE_TYPES)}
+from ._launch import (  # the launch box: its names are the plans' too
+    CHECK_CTAS_PER_SM,
+    CHECK_ITEMS,
+    CHECK_THREADS,
+    ROWS_CHECK_CTAS_PER_SM,
+    BYTES16,
+    CHECK_SOURCES,
+    FLOATS,
+    GATHER_WORDS,
+    KEY_BYTES,
+    Kernel,
+    MERGE4_SOURCES,
+    Mode,
+    Module,
+    Order,
+    POSITION_BYTES,
+    QUERY_THREADS,
+    ROWS_SOURCES,
+    ROW_WORDS,
+    SEARCH_SOURCES,
+    SORT_SOURCES,
+    Target,
+    VALSORT_CTAS_PER_SM,
+    VALUE_TYPES,
+    C_TYPES,
+    INT64,
+    NO_VALUE,
+    cbool,
+    blocksort_smem,
+    ctype_of,
+    fitted,
+    kernel_dir,
+    merge_smem,
+    tunings,
+)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -293,7 +157,7 @@ def _check_sort_types(order: Order, value_bytes: int, mode: Mode) -> None:
 @functools.cache
 def _sort_names(order: Order, value_bytes: int, mode: Mode, t: Tuning) -> dict[str, str]:
     """The instantiations of one sort plan, by role."""
-    o, v = order.spelling, VALUE_TYPES.get(value_bytes, _NO_VALUE)
+    o, v = order.spelling, VALUE_TYPES.get(value_bytes, NO_VALUE)
     # the passes move what the blocksort wrote
     runs = Mode.KEYS if mode is Mode.KEYS else Mode.CARRY
 
@@ -309,7 +173,7 @@ def _sort_names(order: Order, value_bytes: int, mode: Mode, t: Tuning) -> dict[s
         "merge_pair": f"dsort::k_merge_pair<{o}, {t.nt_merge}, {t.vt}, {mode.value}, {v}>",
     }
     if mode is Mode.IOTA and value_bytes == 4:
-        names |= {"blocksort_int64": blocksort(_INT64), "merge_runs_int64": merge_runs(_INT64)}
+        names |= {"blocksort_int64": blocksort(INT64), "merge_runs_int64": merge_runs(INT64)}
     return names
 
 
@@ -445,13 +309,11 @@ def rows_plan() -> RowsPlan:
         for pos, ptype in VALUE_TYPES.items():
             tables["gather"][word, pos] = f"dsort::k_gather_rows<{wtype}, {ptype}>"
     for desc in (False, True):
-        d = _cbool(desc)
+        d = cbool(desc)
         tables["merge_path"][desc] = f"dsort::k_rows_merge_path<{d}>"
         tables["check"][desc] = f"dsort::k_rows_check<{d}>"
         for right in (False, True):
-            tables["searchsorted"][desc, right] = (
-                f"dsort::k_rows_searchsorted<{d}, {_cbool(right)}>"
-            )
+            tables["searchsorted"][desc, right] = f"dsort::k_rows_searchsorted<{d}, {cbool(right)}>"
     iota = "dsort::k_iota"
     module = Module(
         ROWS_SOURCES, tuple(n for table in tables.values() for n in table.values()) + (iota,)
@@ -493,11 +355,11 @@ class CheckPlan:
 def check_plan() -> CheckPlan:
     crc = "dsort::k_crc32_sum"
     pairs = {
-        (c, d): f"dsort::k_pair_order<{c}, {_cbool(d)}>"
-        for c in sorted(set(_C_OF.values()))
+        (c, d): f"dsort::k_pair_order<{c}, {cbool(d)}>"
+        for c in sorted(set(C_TYPES.values()))
         for d in (False, True)
     }
-    rows = {d: f"dsort::k_pair_order_rows<{_cbool(d)}>" for d in (False, True)}
+    rows = {d: f"dsort::k_pair_order_rows<{cbool(d)}>" for d in (False, True)}
     module = Module(CHECK_SOURCES, (crc, *pairs.values(), *rows.values()))
 
     def kernel(name):
@@ -518,7 +380,7 @@ def check_plan() -> CheckPlan:
 def orders() -> list[Order]:
     """Every key order the kernels are instantiated for."""
     out = []
-    for key in sorted(set(_C_OF.values())) + [BYTES16]:
+    for key in sorted(set(C_TYPES.values())) + [BYTES16]:
         for descending in (False, True):
             for na_first in (False, True) if key in FLOATS else (False,):
                 out.append(Order(key, descending, na_first))
@@ -544,3 +406,36 @@ def plans(target: Target) -> list:
 def modules(target: Target) -> list[Module]:
     """The compile units of every kernel of :func:`plans`, each once."""
     return list(dict.fromkeys(k.module for plan in plans(target) for k in plan.kernels()))
+
+
+__all__ = [  # the launch box's names, handed on: the drivers and tests read them as P.*
+    "CHECK_CTAS_PER_SM",
+    "CHECK_ITEMS",
+    "CHECK_THREADS",
+    "ROWS_CHECK_CTAS_PER_SM",
+    "BYTES16",
+    "CHECK_SOURCES",
+    "FLOATS",
+    "GATHER_WORDS",
+    "KEY_BYTES",
+    "Kernel",
+    "MERGE4_SOURCES",
+    "Mode",
+    "Module",
+    "Order",
+    "POSITION_BYTES",
+    "QUERY_THREADS",
+    "ROWS_SOURCES",
+    "ROW_WORDS",
+    "SEARCH_SOURCES",
+    "SORT_SOURCES",
+    "Target",
+    "VALSORT_CTAS_PER_SM",
+    "VALUE_TYPES",
+    "blocksort_smem",
+    "ctype_of",
+    "fitted",
+    "kernel_dir",
+    "merge_smem",
+    "tunings",
+]

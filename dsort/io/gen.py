@@ -133,6 +133,13 @@ def array_chunk(
     return out
 
 
+# the dtypes of .npy files that gen makes (and dsort sorts): NumPy's bools, integers and floats
+NPY_DTYPES = (
+    "bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float32",
+    "float64",
+)  # fmt: skip
+
+
 def npy(n: int, path, *, dtype="int64", seed: int = 0, nan_fraction: float = 0.0) -> Path:
     """Write a 1-D ``.npy`` of ``n`` random elements (through a temporary name)."""
     from .npy import create
