@@ -180,12 +180,37 @@ def connect(
     security=None,
     limits=None,
 ):
-    """A :class:`Session` on the cluster at ``scheduler``, or on an embedded one (closed
-    afterwards): GPU workers where a GPU is visible, unless ``cpu``. ``protocol``: ``"tcp"``
-    (default) or ``"ucx"`` between an embedded cluster's workers (GPU workers only). ``security``:
-    for a ``tls://`` scheduler (:func:`open_client`). ``limits``: the embedded cluster's workers,
-    threads, memory, local directory and ``cpu`` as one :class:`~dsort.collections.config.Limits`
-    (then none of those keywords)."""
+    """A :class:`Session` on a dask cluster, a context manager: a running one, or an embedded one
+    made for the session and closed after it.
+
+    Parameters
+    ----------
+    scheduler : str, optional
+        A running cluster's scheduler address; default: an embedded cluster, GPU workers
+        (``LocalCUDACluster``, one a GPU) where a GPU is visible, unless ``cpu``.
+    n_workers, threads_per_worker, memory_limit, device_memory_limit, local_directory
+        The embedded cluster's workers and their limits, in dask's and dask-cuda's words.
+    dashboard_address : str, default "127.0.0.1:0"
+        Where the embedded cluster's dashboard listens.
+    cpu : bool, default False
+        CPU workers even where a GPU is visible.
+    protocol : {None, "tcp", "ucx"}
+        Between an embedded cluster's workers (UCX: GPU workers only).
+    rmm_pool_size : int, str or float, optional
+        With UCX: each worker's RMM pool (default ``dsort.ucx.rmm-pool-size``).
+    quiet : bool, default False
+        No lines about the cluster and its dashboard.
+    security : distributed.security.Security or str, optional
+        For a ``tls://`` scheduler (:func:`open_client`).
+    limits : dsort.collections.config.Limits, optional
+        The embedded cluster's workers, threads, memory, local directory and ``cpu`` as one object
+        (then none of those keywords).
+
+    Yields
+    ------
+    Session
+        The client, and what the cluster is: its kind, workers, threads and memory limits.
+    """
     from distributed import Client, LocalCluster
 
     from .collections.config import Limits

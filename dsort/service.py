@@ -120,27 +120,56 @@ def sort_files(
 ) -> SortReport:
     """Sort the rows of INPUT (a file, a directory or a glob of one format) into OUTPUT.
 
-    ``format``: ``"records"``, ``"npy"`` or ``"parquet"`` (default: from the names). Records:
-    ``record_size`` bytes each, ordered by the first ``key_size`` bytes as unsigned bytes. ``.npy``:
-    1-D numbers by value, NaN last. Parquet: by the columns ``by`` (pandas' order, nulls last),
-    written as a directory of parts with a manifest. ``descending``: largest first; ties keep
-    their input order either way. ``overwrite``: replace an existing OUTPUT that is a file or a
-    directory dsort wrote, once the new one is complete.
+    Parameters
+    ----------
+    input : str or Path
+        A file, a directory or a glob, of one format.
+    output : str or Path
+        Where the sorted rows go: one file (records, ``.npy``), or a directory of parts with a
+        manifest (Parquet). Written whole or not at all.
+    format : {None, "records", "npy", "parquet"}
+        Default: from the names.
+    record_size, key_size : int, default 100 and 10
+        Records: ``record_size`` bytes each, ordered by their first ``key_size`` bytes as unsigned
+        bytes. ``.npy``: 1-D numbers by value, NaN last.
+    by : str or list of str, optional
+        Parquet: the sort columns (pandas' order, nulls last).
+    descending : bool, default False
+        Largest first; ties keep their input order either way.
+    overwrite : bool, default False
+        Replace an existing OUTPUT that is a file, or a directory dsort wrote, once the new one
+        is complete.
+    chunk_size : int, optional
+        Bytes per block and output range (default: from the limits).
+    scheduler, client, security
+        A running dask cluster to sort on (its address, or a ``distributed.Client``); a
+        ``tls://`` scheduler with ``security``: a ``distributed.security.Security`` or a directory
+        made by ``dsort tls``. Default: embedded threads in this process.
+    n_workers, threads_per_worker, memory_limit, device_memory_limit
+        The embedded threads' limits, in dask's words: workers (GPUs), threads each, host memory
+        per worker, GPU memory per GPU (bytes or a fraction).
+    local_directory : str, optional
+        Where runs that do not fit in memory go (default: beside OUTPUT).
+    cpu : bool, optional
+        True: no GPU; False: the GPUs (an error where none is visible); None: the GPUs, but
+        inputs under ``dsort.file-sort.gpu-min-input`` on the CPU (:func:`on_cpu`). Parquet: the
+        CPU, its keys on one GPU only with False.
+    progress : bool, default True
+        Progress bars on ``stream`` (default: standard output).
+    limits : dsort.collections.config.Limits, optional
+        The six limits above as one object (then none of them).
 
-    Where: ``scheduler``/``client`` for a running dask cluster (a ``tls://`` scheduler with
-    ``security``: a ``distributed.security.Security`` or a directory made by ``dsort tls``); else
-    embedded threads with
-    ``n_workers``, ``threads_per_worker``, ``memory_limit`` (per worker), ``device_memory_limit``
-    (per GPU; bytes or a fraction), ``cpu`` (True: no GPU; False: the GPUs, an error where none is
-    visible; None: the GPUs, but inputs under ``dsort.file-sort.gpu-min-input`` on the CPU: see
-    :func:`on_cpu`; Parquet: the CPU, its keys on one GPU only with False). ``local_directory``:
-    where runs that do not fit in memory go (default: beside OUTPUT). ``chunk_size``: bytes per
-    block and output range (default: from the limits).
+    Returns
+    -------
+    SortReport
+        What was sorted, where the time went, and the input's and output's checks.
 
-    ``limits``: those six as one :class:`~dsort.collections.config.Limits` (then none of them).
-
-    Raises :class:`~dsort.io.InputError` (bad input or limits, before any work where it can be
-    checked) or :class:`CheckFailed` (output count, checksum or order wrong: nothing at OUTPUT).
+    Raises
+    ------
+    InputError
+        Bad input or limits, before any work where it can be checked.
+    CheckFailed
+        The output's count, checksum or order is wrong: nothing is left at OUTPUT.
     """
     words = dict(
         n_workers=n_workers, threads_per_worker=threads_per_worker, memory_limit=memory_limit

@@ -45,7 +45,42 @@ def sort(
     local_directory=None,
     memory_limit="auto",
 ):
-    """Stable sort of dask array ``x`` (1-D, or 2-D ``uint8`` byte rows)."""
+    """Stable sort of a dask array, as NumPy's stable sort of the whole array.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        1-D keys of a supported dtype, or 2-D ``uint8`` byte rows (compared as unsigned bytes);
+        NumPy or CuPy chunks.
+    descending : bool, default False
+        Largest first. Equal keys keep their input order either way.
+    na_position : {"last", "first"}, default "last"
+        Where NaN goes (float keys).
+    strategy : {"auto", "memory", "external"}, default "auto"
+        ``"memory"``: sorted runs and merges in dask's memory; ``"external"``: runs kept outside
+        it (on the GPUs, in host memory within ``memory_limit``, then in files under
+        ``local_directory``), for arrays bigger than memory; ``"auto"`` chooses.
+    device : {None, "gpu"}, default None
+        ``"gpu"``: NumPy chunks sorted on the workers' GPUs and handed back as NumPy chunks;
+        CuPy chunks are sorted on their GPU in any case.
+    local_directory : str, optional
+        Where an external sort's runs that do not fit in memory go (default: dask's
+        ``temporary-directory``, else the system's).
+    memory_limit : int, str or float, default "auto"
+        Host memory an external sort's runs may hold in one process: bytes, a size (``"4GB"``), a
+        fraction of the available memory, ``"auto"`` (a quarter of it) or 0 (files only).
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy: ``x``'s values in order, with ``x``'s chunks, dtype and chunk type.
+
+    Examples
+    --------
+    >>> import dask.array as da, numpy as np, dsort
+    >>> dsort.sort(da.from_array(np.array([3, 1, 2]), chunks=2), descending=True).compute()
+    array([3, 2, 1])
+    """
     x = _check_keys(x)
     opts = _options(x, None, na_position, strategy, device, local_directory, memory_limit)
     ((graph, name),) = sort_graph(
@@ -64,7 +99,35 @@ def argsort(
     local_directory=None,
     memory_limit="auto",
 ):
-    """int64 positions into ``x`` that sort it stably: ``x[argsort(x)]`` equals ``sort(x)``."""
+    """The positions that sort a dask array stably: ``x[argsort(x)]`` equals ``sort(x)``.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Keys, as for :func:`sort`.
+    descending : bool, default False
+        Largest first. Equal keys keep their input order either way.
+    na_position : {"last", "first"}, default "last"
+        Where NaN goes (float keys).
+    strategy : {"auto", "memory", "external"}, default "auto"
+        ``"memory"``: sorted runs and merges in dask's memory; ``"external"``: runs kept outside
+        it (on the GPUs, in host memory within ``memory_limit``, then in files under
+        ``local_directory``), for arrays bigger than memory; ``"auto"`` chooses.
+    device : {None, "gpu"}, default None
+        ``"gpu"``: NumPy chunks sorted on the workers' GPUs and handed back as NumPy chunks;
+        CuPy chunks are sorted on their GPU in any case.
+    local_directory : str, optional
+        Where an external sort's runs that do not fit in memory go (default: dask's
+        ``temporary-directory``, else the system's).
+    memory_limit : int, str or float, default "auto"
+        Host memory an external sort's runs may hold in one process: bytes, a size (``"4GB"``), a
+        fraction of the available memory, ``"auto"`` (a quarter of it) or 0 (files only).
+
+    Returns
+    -------
+    dask.array.Array
+        Lazy int64 positions into ``x``, with ``x``'s chunks along its first axis.
+    """
     x = _check_keys(x)
     opts = _options(
         x, np.dtype(np.int64), na_position, strategy, device, local_directory, memory_limit
@@ -88,11 +151,37 @@ def sort_by_key(
     local_directory=None,
     memory_limit="auto",
 ):
-    """Stable sort of ``keys`` carrying ``values`` along: returns ``(sorted_keys,
-    values_in_key_order)``.
+    """Stable sort of ``keys``, carrying ``values`` along.
 
-    ``values`` is a dask array with one row per key (any dtype, trailing dimensions allowed, e.g.
-    ``(n, 90)`` uint8 payloads); it is rechunked to the keys' chunks when they differ.
+    Parameters
+    ----------
+    keys : dask.array.Array
+        Keys, as for :func:`sort`.
+    values : dask.array.Array
+        One row per key, of any dtype, trailing dimensions allowed (``(n, 90)`` uint8 payloads,
+        say); rechunked to the keys' chunks where they differ.
+    descending : bool, default False
+        Largest first. Equal keys keep their input order either way.
+    na_position : {"last", "first"}, default "last"
+        Where NaN goes (float keys).
+    strategy : {"auto", "memory", "external"}, default "auto"
+        ``"memory"``: sorted runs and merges in dask's memory; ``"external"``: runs kept outside
+        it (on the GPUs, in host memory within ``memory_limit``, then in files under
+        ``local_directory``), for arrays bigger than memory; ``"auto"`` chooses.
+    device : {None, "gpu"}, default None
+        ``"gpu"``: NumPy chunks sorted on the workers' GPUs and handed back as NumPy chunks;
+        CuPy chunks are sorted on their GPU in any case.
+    local_directory : str, optional
+        Where an external sort's runs that do not fit in memory go (default: dask's
+        ``temporary-directory``, else the system's).
+    memory_limit : int, str or float, default "auto"
+        Host memory an external sort's runs may hold in one process: bytes, a size (``"4GB"``), a
+        fraction of the available memory, ``"auto"`` (a quarter of it) or 0 (files only).
+
+    Returns
+    -------
+    (dask.array.Array, dask.array.Array)
+        Lazy: the sorted keys, and the values in the keys' order, each with the keys' chunks.
     """
     keys = _check_keys(keys)
     values = _check_values(keys, values)

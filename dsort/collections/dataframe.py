@@ -103,34 +103,61 @@ def sort_values(
     sort_function_kwargs=None,
     limits=None,
 ):
-    """Sort a dask dataframe by ``by`` (a column label or index level name, or a list of them),
-    like pandas' stable ``sort_values``: see the module docstring. Returns a lazy dask dataframe
-    of ``npartitions`` partitions (default: the input's), balanced to within one row.
+    """Sort a dask dataframe by columns or index levels, as pandas' stable ``sort_values``.
 
     Options after ``by`` are keywords, as in pandas (in dask the third positional argument would
-    be ``npartitions``). ``ignore_index``: the result's index is the rows' positions, 0 to n - 1.
-    ``divisions=True`` (implies ``ignore_index``): the result's divisions are known (the positions
-    where its partitions start, from the exact cuts), so ``loc`` by position finds its partition;
-    the cuts then run at the call (the sorted partitions are persisted, so the input is still read
-    once). ``device="gpu"``: the keys are sorted on the workers' GPUs, the rows follow on the host.
-    ``widths``: a width in bytes for each string column by name (all partitions' keys encoded at
-    it; else each partition's own, padded where they meet). ``strategy``: ``"memory"``,
-    ``"external"`` (frames bigger than memory: :func:`sort_values_external`, with
-    ``local_directory`` and ``memory_limit``) or ``"auto"`` (:func:`choose_strategy`).
-    A dask-cudf frame is sorted on the GPUs where its partitions are and given back as one:
-    ``"auto"`` keeps a frame of numbers, booleans, datetimes and durations on the GPUs as bytes
-    (external; ``device_memory_limit`` bounds each worker's runs there), and sorts one of other
-    columns (strings, categoricals, decimals) in memory, its rows gathered by cudf (externally,
-    rows through files, when a ``device_memory_limit`` is given).
-    ``shuffle_method``, ``max_branch``, ``upsample``, ``partition_size``: knobs of dask's own
-    shuffle and quantiles, accepted so that dask calls run unchanged, with no effect (the cuts are
-    exact and the partitions balanced whatever they say). ``sort_function``,
-    ``sort_function_kwargs``: dask's; where either is given, each output partition (already in
-    order) is passed through ``sort_function(part, by=[...], ascending=..., na_position=...,
-    ignore_index=..., **sort_function_kwargs)``, as dask sorts its partitions (default: pandas'
-    ``sort_values``, stable unless the kwargs say otherwise). ``limits``: ``local_directory``,
-    ``memory_limit`` and ``device_memory_limit`` as one :class:`~dsort.collections.config.Limits`
-    (then none of those three)."""
+    be ``npartitions``). The module docstring says how the sort runs.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame or Series
+        pandas or cudf partitions (a dask-cudf frame is sorted on the GPUs where its partitions
+        are, and given back as one).
+    by : label or list of labels
+        Column labels or index level names.
+    ascending : bool or list of bool, default True
+        One for all, or one for each of ``by``.
+    na_position : {"last", "first"}, default "last"
+        Where missing values go.
+    npartitions : int, optional
+        Output partitions (default: the input's), balanced to within one row.
+    ignore_index : bool, default False
+        The result's index is the rows' positions, 0 to n - 1.
+    divisions : bool, default False
+        The result's divisions are known (the positions where its partitions start, from the exact
+        cuts; implies ``ignore_index``), so ``loc`` by position finds its partition. The cuts then
+        run at the call (the sorted partitions are persisted: the input is still read once).
+    strategy : {"auto", "memory", "external"}, default "auto"
+        ``"external"`` for frames bigger than memory (:func:`sort_values_external`); ``"auto"``
+        chooses (:func:`choose_strategy`): for a dask-cudf frame, the external sort of a frame of
+        numbers, booleans, datetimes and durations (its runs on the GPUs as bytes), and the
+        in-memory one of other columns (strings, categoricals, decimals: their rows gathered by
+        cudf; external, rows through files, when ``device_memory_limit`` is given).
+    device : {None, "gpu"}, default None
+        ``"gpu"``: the keys sorted on the workers' GPUs, the rows following on the host.
+    widths : dict, optional
+        A width in bytes for each string column, by name: every partition's keys encoded at it
+        (else each partition's own, padded where they meet).
+    local_directory, memory_limit, device_memory_limit
+        An external sort's limits: where runs that do not fit in memory go, the host memory its
+        runs may hold, and each GPU worker's runs (bytes, a size, or a share of its GPU).
+    shuffle_method, max_branch, upsample, partition_size
+        Knobs of dask's own shuffle and quantiles, accepted so that dask's calls run unchanged,
+        with no effect: the cuts are exact and the partitions balanced whatever they say.
+    sort_function, sort_function_kwargs
+        dask's: where either is given, each output partition (already in order) is passed
+        through ``sort_function(part, by=[...], ascending=..., na_position=..., ignore_index=...,
+        **sort_function_kwargs)``, as dask sorts its partitions (default: pandas'
+        ``sort_values``, stable unless the kwargs say otherwise).
+    limits : dsort.collections.config.Limits, optional
+        ``local_directory``, ``memory_limit`` and ``device_memory_limit`` as one object (then none
+        of those three).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame or Series
+        Lazy, of ``npartitions`` partitions, balanced to within one row; ties in input order.
+    """
     from .config import Limits
 
     words = dict(
@@ -263,20 +290,37 @@ def sort_values_external(
     device=None,
     limits=None,
 ):
-    """:func:`sort_values` in memory bounded by the partition size, not the frame's: each partition
-    is sorted by its encoded keys into a run (its rows pickled in blocks in a file under
-    ``local_directory``, its keys in the run store, in memory up to ``memory_limit``), the exact
-    cuts of every output partition come from the keys alone, and each output partition reads its
-    slices of the runs and merges them (:mod:`dsort.collections.frame_runs`,
-    :mod:`dsort.collections.fixed_frames`), so ``sort_values_external(df, ...).to_parquet(path)``
-    never holds the frame. ``npartitions`` output partitions (default: the input's), balanced to
-    within one row; the runs are removed once every output partition is made. Lazy, as the in-memory
-    sort. Sorted on GPUs (``device="gpu"`` or a dask-cudf frame), a frame of fixed-width columns
-    keeps its runs on the GPUs, up to ``dsort.runs.shared-gpu-fraction`` of each one's memory and
-    ``device_memory_limit`` of each worker's runs (bytes, a size such as ``"4GB"``, or a share of
-    its GPU such as ``0.25``, as dask-cuda's limit of the same name); beyond them runs go to host
-    memory (within ``memory_limit``, one process) and then files. ``limits``: those three as one
-    :class:`~dsort.collections.config.Limits`."""
+    """:func:`sort_values` in memory bounded by the partition size, not the frame's.
+
+    Each partition is sorted by its encoded keys into a run (its rows pickled in blocks in a file
+    under ``local_directory``, or, for fixed-width columns, kept as byte rows with its keys in the
+    run store), the exact cuts of every output partition come from the keys alone, and each output
+    partition reads its slices of the runs and merges them (:mod:`dsort.collections.frame_runs`,
+    :mod:`dsort.collections.fixed_frames`): ``sort_values_external(df, ...).to_parquet(path)``
+    never holds the frame. The runs are removed once every output partition is made.
+
+    Parameters
+    ----------
+    df, by, ascending, na_position, widths, npartitions, ignore_index, device
+        As for :func:`sort_values`.
+    local_directory : str, optional
+        Where runs that do not fit in memory go (default: dask's ``temporary-directory``).
+    memory_limit : int, str or float, default "auto"
+        Host memory the runs may hold in one process, then files.
+    device_memory_limit : int, str or float, optional
+        Sorted on GPUs (``device="gpu"`` or a dask-cudf frame), a frame of fixed-width columns
+        keeps its runs on the GPUs, up to ``dsort.runs.shared-gpu-fraction`` of each one's memory
+        and this much of each worker's runs (bytes, a size such as ``"4GB"``, or a share of its
+        GPU such as ``0.25``, as dask-cuda's limit of the same name); beyond them, host memory
+        and then files.
+    limits : dsort.collections.config.Limits, optional
+        Those three as one object.
+
+    Returns
+    -------
+    dask.dataframe.DataFrame or Series
+        Lazy, as the in-memory sort's, balanced to within one row.
+    """
     from dask.base import tokenize
 
     from . import config, fixed_frames, frame_runs, scale, stores

@@ -34,33 +34,54 @@ def set_index(
     upsample=None,
     partition_size=None,
 ):
-    """``df`` indexed by its column ``other`` (or by its index, where ``other`` names it; or by a
-    dask Series aligned with ``df``, or ``df.index``, as pandas takes one), sorted by it (stably),
-    with **known divisions from the exact cuts**: the cuts of partitions balanced by rows, each
-    moved to the nearer end of the run of equal values it falls in, as dask's divisions need (a
-    value lies in one partition only: ``loc`` looks in one); so the partitions are balanced to
-    within one row, less what runs of equal values force (dask's own ``set_index`` cuts at
-    approximate quantiles instead). Each division is the first index value of its partition (the
-    last: the largest value); partitions that would be empty are left out, and a frame of no rows
-    has unknown divisions. A categorical is sorted in its categories' order (ordered or not), its
-    divisions in that order too, as dask's. Missing values in ``other`` go last, all in the last
-    partition, the divisions made of the values (as dask's; a nullable or Arrow float's NaN, which
-    pandas sorts after +inf and before them, goes there too); a key of missing values only is
-    refused. The cuts run at the call, with the sorted partitions persisted so the input is read
-    once; the rest is lazy.
+    """``df`` indexed by a key and sorted by it (stably), with known divisions from the exact cuts.
 
-    dask's arguments, with dask's meaning: ``divisions`` (sorted; ``npartitions`` is then
-    ``len(divisions) - 1``): the result is cut exactly at the user's boundaries, partition ``i``
-    holding the values in ``[divisions[i], divisions[i + 1])`` (the last one its upper bound too;
-    values below the first boundary go to the first partition, above the last to the last: dask
-    puts those below in its last partition), empty partitions kept; divisions whose values do not
-    compare with the key's (strings on an int key, ints on a string or datetime key) refused with
-    :class:`~dsort.core.errors.Incomparable` at the call, an object key's at the compute (see
-    :func:`dsort.collections.divisions.check_kinds` for dask's answer to them, and why).
-    ``sorted=True`` (the column is already sorted across the partitions: nothing is moved),
-    ``sort=False`` and ``append=True`` are dask's own (no sort of dsort's is involved).
-    ``shuffle_method``, ``max_branch``, ``upsample``, ``partition_size``: dask's own machinery's
-    knobs, accepted with no effect (as in :func:`sort_values`)."""
+    The cuts are those of partitions balanced by rows, each moved to the nearer end of the run of
+    equal values it falls in, as dask's divisions need (a value lies in one partition only:
+    ``loc`` looks in one); so the partitions are balanced to within one row, less what runs of
+    equal values force (dask's own ``set_index`` cuts at approximate quantiles instead). The cuts
+    run at the call, with the sorted partitions persisted so the input is read once; the rest is
+    lazy.
+
+    Parameters
+    ----------
+    df : dask.dataframe.DataFrame
+        pandas or cudf partitions.
+    other : label, dask Series or ``df.index``
+        The key: a column (or the index, where it names it), or a dask Series aligned with ``df``,
+        as pandas takes one. A categorical is sorted in its categories' order (ordered or not),
+        its divisions in that order too, as dask's. Missing values go last, all in the last
+        partition (a nullable or Arrow float's NaN, which pandas sorts after +inf and before them,
+        too); a key of missing values only is refused.
+    drop : bool, default True
+        dask's: the key's column leaves the frame.
+    sorted : bool, default False
+        dask's: the key is sorted across the partitions already (nothing is moved).
+    npartitions : int, optional
+        Output partitions (default: the input's); ``len(divisions) - 1`` where ``divisions`` is
+        given.
+    divisions : sequence, optional
+        Sorted boundaries: the result is cut exactly there, partition ``i`` holding the values in
+        ``[divisions[i], divisions[i + 1])`` (the last one its upper bound too; values below the
+        first boundary go to the first partition, above the last to the last: dask puts those
+        below in its last), empty partitions kept. Divisions whose values do not compare with the
+        key's (strings on an int key, ints on a string or datetime key) are refused with
+        :class:`~dsort.core.errors.Incomparable` at the call, an object key's at the compute (see
+        :func:`dsort.collections.divisions.check_kinds` for dask's answer to them, and why).
+    sort : bool, default True
+        ``False``: dask's own (no sort of dsort's is involved); so is ``append=True``.
+    device : {None, "gpu"}, default None
+        ``"gpu"``: the keys sorted on the workers' GPUs.
+    shuffle_method, max_branch, upsample, partition_size
+        dask's own machinery's knobs, accepted with no effect (as in :func:`sort_values`).
+
+    Returns
+    -------
+    dask.dataframe.DataFrame
+        Lazy, with known divisions: each the first index value of its partition (the last: the
+        largest value). Partitions that would be empty are left out (but for given
+        ``divisions``), and a frame of no rows has unknown divisions.
+    """
     if isinstance(other, list) and len(other) == 1:
         other = other[0]
     _one_key(other)
