@@ -4,6 +4,7 @@ import pandas as pd
 
 from .frame_cases import reference
 from dsort.core import frame_chunk as FC
+from dsort.core import frame_pandas
 from dsort.core.frame_keys import KeySpec
 
 
@@ -112,7 +113,7 @@ def test_gather_takes_fixed_width_strings_as_rows(rng):
 
     n = 300
     cases = _gather_cases(rng, n)
-    fixed = {k for k in cases if FC._fixed_width([cases[k]]) is not None}
+    fixed = {k for k in cases if frame_pandas._fixed_width([cases[k]]) is not None}
     assert fixed == {
         "string[pyarrow]",
         "str",
@@ -122,7 +123,7 @@ def test_gather_takes_fixed_width_strings_as_rows(rng):
         "arrow large_binary",
         "two bytes, some one character",
     }
-    rows = FC._fixed_width([cases["str"]])
+    rows = frame_pandas._fixed_width([cases["str"]])
     assert rows.dtype.itemsize == 3 and len(rows) == n
     df = pd.DataFrame({"x": cases["str"], "y": cases["lengths differ"], "z": cases["str"]}, columns=["x", "y", "z"])
     df.columns = ["x", "y", "x"]  # the same name twice: each goes back to its own place
@@ -257,3 +258,36 @@ def test_gather_leaves_its_input_alone_and_makes_host_arrays(rng):
         assert not np.shares_memory(got[c].to_numpy(), df[c].to_numpy())
         assert got[c].to_numpy().base is not None and got[c].to_numpy().nbytes >= host.SMALL
     assert not np.shares_memory(got.index.to_numpy(), df.index.to_numpy())
+
+
+def test_the_frame_backend_is_decided_by_the_partitions_type_and_both_backends_say_the_same():
+    """``frame_backend.of`` picks pandas' functions for pandas partitions (and for a wired one, an
+    index, a series), cudf's only for cudf objects (told by type, cudf not imported); both
+    backends offer the same functions, so a caller never asks which one it holds."""
+    import inspect
+    import sys
+
+    from dsort.core import frame_backend, frame_cudf
+
+    df = pd.DataFrame({"k": [2, 1]})
+    for x in (df, df["k"], df.index, df.iloc[:0]):
+        assert frame_backend.of(x) is frame_pandas
+    fake = type("DataFrame", (), {"__module__": "cudf.core.dataframe"})()
+    assert frame_backend.of(fake) is frame_cudf and frame_backend.is_frame(fake)
+    assert frame_backend.is_frame(df) and not frame_backend.is_frame([df, df])
+    assert "cudf" not in sys.modules or sys.modules["cudf"] is not None  # nothing imported it here
+
+    def api(m):
+        return {n for n, f in vars(m).items() if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == m.__name__}
+
+    wanted = {"concat", "gather", "with_positions", "like", "key_frame", "to_pandas", "pandas_meta", "check_keys"}
+    assert wanted <= api(frame_pandas) and wanted <= api(frame_cudf), (api(frame_pandas), api(frame_cudf))
+    for name in wanted:  # the same arguments
+        assert list(inspect.signature(getattr(frame_pandas, name)).parameters) == list(
+            inspect.signature(getattr(frame_cudf, name)).parameters
+        ), name
+    assert frame_pandas.ON_HOST and not frame_cudf.ON_HOST
+    order = [1, 0]
+    got = frame_pandas.gather([df], order)
+    pd.testing.assert_frame_equal(got, df.iloc[order])
+    pd.testing.assert_frame_equal(frame_pandas.with_positions(got, 5), df.iloc[order].set_axis(pd.RangeIndex(5, 7)))

@@ -192,13 +192,14 @@ def sort_values(
         return out.map_partitions(sort_function, **kwargs, meta=out._meta, align_dataframes=False)
     spec = key_spec(df, by, ascending, na_position, strategy, device)
     parts = output_partitions(df, npartitions)
-    if on_gpu_frame(df):  # cudf partitions: sorted where they are, on the GPUs
+    gpu_frame = on_gpu_frame(df)  # cudf partitions: sorted where they are, on the GPUs
+    if gpu_frame:
         device = "gpu"
     if strategy == "auto":
         strategy = choose_strategy(df.npartitions, parts, divisions, device)
         if (
             strategy == "external"
-            and on_gpu_frame(df)
+            and gpu_frame
             and limits.device_memory_limit is None
             and RowCodec.of(pandas_meta(df)) is None
         ):
@@ -341,7 +342,8 @@ def sort_values_external(
     gpu_budget = config.size_or_share(lim.device_memory_limit, "device_memory_limit")
     widths = _widths_tuple(spec, widths)
     partitions, spacing = output_partitions(df, npartitions), 256
-    owners, on_gpus = scale.partition_workers(df), device == "gpu" or on_gpu_frame(df)
+    gpu_frame, meta = on_gpu_frame(df), pandas_meta(df)
+    owners, on_gpus = scale.partition_workers(df), device == "gpu" or gpu_frame
     runs_at = scale.frame_runs(df.npartitions, external=True, owners=owners, gpu=on_gpus)
     # as many merges as runs where they do not follow the workers: runs cut where the owner changes
     # cost each merge a slice more, a merge more would cost one more of every run
@@ -350,7 +352,6 @@ def sort_values_external(
     )
     starts = tuple(a for a, _ in groups)
     tok = tokenize(df, spec, widths, npartitions, ignore_index, device, "external", runs_at, starts)
-    gpu_frame, meta = on_gpu_frame(df), pandas_meta(df)
     device = "gpu" if gpu_frame else device
     # a cudf frame's rows carry their columns' nulls; one of other columns (strings, categoricals,
     # decimals, pandas' nullable dtypes) takes the general path below, its rows gathered by cudf

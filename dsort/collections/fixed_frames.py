@@ -13,6 +13,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from ..core import chunk, cuts, plan
+from ..core import frame_backend
 from ..core import frame_chunk as FC
 from ..core import filesort as F
 from ..core import runs as R
@@ -159,7 +160,8 @@ def fixed_merge(job: FixedFrameJob, cut, t: int):
     remote.report_stages("merge", watch)
     if job.ignore_index:
         starts = np.cumsum([int(cuts.range_starts(cut[0])[t]), *sizes]).tolist()
-        out = [FC.with_positions(frame, start) for frame, start in zip(out, starts)]
+        backend = frame_backend.of(out[0])
+        out = [backend.with_positions(frame, start) for frame, start in zip(out, starts)]
     return out[0] if len(out) == 1 else tuple(out)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from ..core import frame_backend
 from ..core.errors import UnsupportedType, UnsupportedValue
 from ..core.frame_keys import KeySpec, column, normalize
 
@@ -14,20 +15,21 @@ STRATEGIES = ("auto", "memory", "external")
 DEVICES = (None, "gpu")
 
 
-def on_gpu_frame(df) -> bool:
-    """Whether ``df`` is a dask-cudf frame (cudf partitions, in GPU memory), told by its meta's
-    type alone: cudf is never imported for a pandas frame."""
-    from ..core import frame_cudf
+def backend(df):
+    """The backend of ``df``'s partitions (:func:`dsort.core.frame_backend.of`), told by its
+    meta's type alone: cudf is never imported for a pandas frame."""
+    return frame_backend.of(getattr(df, "_meta", None))
 
-    return frame_cudf.is_cudf(getattr(df, "_meta", None))
+
+def on_gpu_frame(df) -> bool:
+    """Whether ``df`` is a dask-cudf frame (cudf partitions, in GPU memory)."""
+    return not backend(df).ON_HOST
 
 
 def pandas_meta(df):
     """``df``'s meta as pandas (a dask-cudf frame's converted: the same columns, the dtypes its
     keys are encoded at: :func:`dsort.core.frame_cudf.pandas_meta`)."""
-    from ..core import frame_cudf
-
-    return frame_cudf.pandas_meta(df._meta) if on_gpu_frame(df) else df._meta
+    return backend(df).pandas_meta(df._meta)
 
 
 def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
@@ -46,10 +48,7 @@ def key_spec(df, by, ascending, na_position, strategy, device) -> KeySpec:
     by, ascending = normalize(by, ascending)
     for c in by:
         column(meta, c)  # a KeyError naming the columns, or ambiguous
-    if on_gpu_frame(df):
-        from ..core import frame_cudf
-
-        frame_cudf.check_keys(df._meta, by)
+    backend(df).check_keys(df._meta, by)
     check_categories(df, by, meta)
     return KeySpec.of(meta, by, ascending, na_position)
 

@@ -13,7 +13,7 @@ from ..core import frame_chunk as F
 from ..core.errors import UnsupportedValue
 from ..core.frame_keys import column, type_names
 from .frame_graph import Graph, grouped_cuts, nonempty_cuts
-from ..core import frame_cudf
+from ..core import frame_backend
 from .divisions import as_key_values, incomparable
 from .frame_spec import key_spec, on_gpu_frame, output_partitions, pandas_meta
 
@@ -230,7 +230,7 @@ def _key_pass(df, other, dtype):
 def _ends(s):
     """``(missing values, rows, (first, last))`` of a partition's key; ``(first, last)`` None unless
     it is sorted, has rows and nothing missing (a cudf key's, read as pandas)."""
-    s = frame_cudf.to_pandas(s) if frame_cudf.is_cudf(s) else s
+    s = frame_backend.of(s).to_pandas(s)
     missing = _undivided(s)
     if not len(s) or missing or not s.is_monotonic_increasing:
         return missing, len(s), None
@@ -327,8 +327,7 @@ def _firsts(part, plan, q, spec, cut) -> list:
     in it, or None where it has none; then those of its last row with a value (not missing)."""
     frame = part.frame
     # its key's values as pandas (pandas' scalars, missing values as pandas counts them)
-    if frame_cudf.is_cudf(frame):
-        frame = frame_cudf.key_frame(frame, spec.by)
+    frame = frame_backend.of(frame).key_frame(frame, spec.by)
     col = column(frame, spec.by[0])
     out = []
     for t in range(cut.shape[0] - 1):

@@ -1,19 +1,23 @@
 """Per-partition functions of cudf frames (a dask-cudf frame's partitions, in GPU memory): what
-:mod:`dsort.core.frame_chunk`'s functions do to a pandas frame, for a cudf one, which they hand
-here. cudf is imported only when a cudf frame arrives.
+:mod:`dsort.core.frame_pandas` does to a pandas frame, for a cudf one, with the same functions
+(:mod:`dsort.core.frame_backend` picks one of the two). cudf is imported only when a cudf frame
+arrives.
 
 The keys of a frame of any column types (strings, categoricals, decimals, datetimes, numbers with
 nulls) are encoded on the host from its key columns alone, by
 :class:`~dsort.core.frame_keys.KeySpec` as a pandas frame's are; the rows never leave the GPU:
 cudf's own concat and gather move them. (A frame whose columns are all numbers, booleans,
-datetimes or durations takes the faster path of :mod:`dsort.collections.external`: its keys and
-rows made on the GPU.)
+datetimes or durations takes the faster path of :mod:`dsort.collections.fixed_frames`: its keys
+and rows made on the GPU.)
 """
 
 from __future__ import annotations
 
 import numpy as np
 from .lazy import pd
+
+
+ON_HOST = False  # the rows are on the GPU (a pandas frame's in host memory)
 
 
 def is_cudf(frame) -> bool:
