@@ -252,7 +252,8 @@ def as_collection(df, dsk: dict, meta, divisions, keys, token: str, ignore_index
     (which reads ``df``'s; only the tasks the partitions need are kept, :func:`dsort.collections.
     tasks.needed`): those named ``(SORTED-token, t)`` (:func:`output_pieces`) are its
     partitions as they are, the others' results are taken by an alias each. No task more: dask's
-    ``from_delayed`` added two a partition (1,024 more at 512 partitions, 0.6 s on one worker),
+    ``from_delayed`` added two a partition (1,024 more at 512 partitions, not free: BENCHMARKS.md
+    section 5),
     and ``from_graph`` hashes the input's graph to name the result (which costs the data of a
     persisted input and fails on a loader dask cannot hash); this result is named by ``token``.
     ``ignore_index``: the partitions are indexed by their rows' positions, and so is the meta (a

@@ -98,8 +98,8 @@ def frame_runs(partitions: int, external: bool, owners=None, gpu: bool = False) 
     contend for the GIL: BENCHMARKS.md section 7); for an external sort at most
     ``frame-partitions-per-run`` partitions a run (memory bounded by a few partitions). With
     ``owners`` (:func:`partition_workers`), no run joins partitions of two workers: dask would move
-    all but one of them to one worker (2^26 rows of cudf frames on two GPUs, over TCP: 15 of 32
-    runs waited up to 0.6 s for a partition of the other GPU); unless that makes more than
+    all but one of them to one worker (cudf frames on two GPUs, over TCP: about half the runs
+    waited for a partition of the other GPU, BENCHMARKS.md section 5); unless that makes more than
     :data:`MOST_RUNS_FOLLOWING_WORKERS` times the runs (partitions scattered over the workers), or
     for an external sort :data:`EXTERNAL_RUNS_FOLLOWING_WORKERS` runs if that is more. The merges
     are as many as the runs without ``owners`` (:func:`merge_groups`)."""
@@ -138,9 +138,9 @@ def _cut_at_owners(runs, owners) -> list:
 
 
 # At most this many times the runs where they follow the workers (frame_runs), else the partitions
-# move. 2x H200, cudf frames of 2^26 rows over 2 workers at random (BENCHMARKS.md section 5): 64
-# partitions, 48 runs instead of 32: 0.98 s against 1.17 s; 512 partitions, 243 instead of 32:
-# 12.7 s against 3.0 s.
+# move. Cudf frames over 2 workers at random (BENCHMARKS.md section 5): at 64 partitions, runs
+# that follow the workers (a few more) beat moving partitions; at 512 partitions, following made
+# many times the runs and was much slower than moving them.
 MOST_RUNS_FOLLOWING_WORKERS = 1.5
 # An external sort's runs follow the workers up to this many whatever the count: its merges do not
 # grow with them, and runs that fetch partitions over TCP cost more than a slice more for each
@@ -158,8 +158,8 @@ def partition_workers(collection, keys=None) -> list | None:
     step over a persisted collection, up to :data:`PLACEMENT_DEPTH` of them) its source's; None for
     a partition made otherwise. None where no distributed client has two workers or more (one
     machine's threads move nothing), or the setting ``dsort.scale.runs-follow-workers`` is off.
-    Reads the collection's graph where its expression holds persisted partitions (thousands of
-    partitions: 0.2 s), not a lazy one's."""
+    Reads the collection's graph where its expression holds persisted partitions (not free at
+    thousands of partitions: BENCHMARKS.md), not a lazy one's."""
     import dask
 
     if not config.get("scale.runs-follow-workers"):
@@ -177,7 +177,7 @@ def partition_workers(collection, keys=None) -> list | None:
     # a dask-expr frame: persisted data is a FromGraph in it
     expr = getattr(collection, "expr", None)
     if expr is not None and not any(type(e).__name__ == "FromGraph" for e in expr.walk()):
-        return None  # no graph to read (a lazy frame of 4096 partitions: 0.2 s)
+        return None  # no graph to read (a lazy frame's costs time at thousands of partitions)
     from dask.core import get_dependencies
 
     graph, keys = collection.__dask_graph__(), collection.__dask_keys__() if keys is None else keys
@@ -269,5 +269,5 @@ def merge_groups(outputs: int, runs: int) -> list:
     and its outputs are pieces of it. Why a floor: distributed's scheduler takes a large task
     group whose tasks depend on fewer than 5 tasks in all for "root-ish" and queues it, handing a
     worker one task per round trip; thousands of output pieces of one or two merges then cost
-    2.8 ms each instead of 0.2 ms (4,000 pieces on 2 workers: 5.7 s against 0.7 s)."""
+    many times more each (BENCHMARKS.md section 4)."""
     return plan.groups([1] * outputs, max(1, runs, MIN_GROUPS))

@@ -1,12 +1,12 @@
 """valsort's checksums of fixed-width records in files, summed in a process of their own.
 
-numba's import and the compiled CRC loop's loading (:mod:`dsort.engine.crc`) are about a second and
-a half of Python holding the GIL. In the background of a CPU sort on 16 threads they made its run
-tasks 3x slower and its cuts 4x (each thread coming back from NumPy waited for the GIL), though no
-task waited for the loop. The embedded CPU sort of a large input (:func:`worth_apart`) therefore has
-its checksums summed by a helper process (:func:`start_apart`), which loads the loop under its own
-GIL and reads the ranges from the files themselves (:func:`sums_apart`): the input's blocks while
-the sort runs, the output's ranges once written.
+numba's import and the compiled CRC loop's loading (:mod:`dsort.engine.crc`) are a long stretch of
+Python holding the GIL. In the background of a CPU sort on 16 threads they made its run tasks and
+its cuts several times slower (each thread coming back from NumPy waited for the GIL), though no
+task waited for the loop (BENCHMARKS.md section 2). The embedded CPU sort of a large input
+(:func:`worth_apart`) therefore has its checksums summed by a helper process (:func:`start_apart`),
+which loads the loop under its own GIL and reads the ranges from the files themselves
+(:func:`sums_apart`): the input's blocks while the sort runs, the output's ranges once written.
 """
 
 from __future__ import annotations
@@ -207,9 +207,9 @@ APART_BYTES_PER_THREAD = 32 << 20
 
 def worth_apart(nbytes: int, threads: int) -> bool:
     """Whether a CPU sort of ``nbytes`` on ``threads`` threads should have its checksums summed by
-    the checksum process: where :mod:`dsort.engine.crc`'s byte tables' 0.2-0.25 GB/s a core (in and
-    out) would cost more than the wait for that process to load numba (1-1.6 s, which a shorter job
-    waits out at its end): above :data:`APART_BYTES_PER_THREAD` a thread, and never at or below
+    the checksum process: where :mod:`dsort.engine.crc`'s slow byte tables (in and out) would cost
+    more than the wait for that process to load numba (which a shorter job waits out at its end;
+    BENCHMARKS.md section 3): above :data:`APART_BYTES_PER_THREAD` a thread, and never at or below
     ``crc.LOAD_BYTES``."""
     return nbytes > max(crc.LOAD_BYTES, APART_BYTES_PER_THREAD * max(1, threads))
 

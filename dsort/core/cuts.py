@@ -88,13 +88,13 @@ GPU_RANKED_SAMPLES_COLD = 1 << 20  # and from this many on a GPU whose ranking i
 
 def _samples(job, runs) -> list:
     """The runs' samples, copied to this worker's GPU where the job sorts on GPUs and they are not
-    few: 360,000 of them (2^28 keys in 16 runs) took the cuts task 37 ms on an H200 box's host,
-    every GPU idle meanwhile, of a sort of 0.2 s on four GPUs; a GPU ranks them in 4 ms. Fewer
-    stay on the host, whose ranking then costs less than the GPU's kernel launches. A process's
-    first ranking on the GPU loads its CuPy kernels (0.18 s where ``dsort build-kernels`` has
-    cached them, 2.3 s where not): below :data:`GPU_RANKED_SAMPLES_COLD` that first one is done on
-    the host while a thread loads them (:func:`warm_ranking`), and the next sorts rank on the
-    GPU."""
+    few: the samples of 2^28 keys in 16 runs keep the cuts task busy on the host, every GPU idle
+    meanwhile, for a large share of a sort on four GPUs, and a GPU ranks them many times faster
+    (BENCHMARKS.md section 7). Fewer stay on the host, whose ranking then costs less than the GPU's
+    kernel launches. A process's first ranking on the GPU loads its CuPy kernels (slow where
+    ``dsort build-kernels`` has not cached them, and not free where it has): below
+    :data:`GPU_RANKED_SAMPLES_COLD` that first one is done on the host while a thread loads them
+    (:func:`warm_ranking`), and the next sorts rank on the GPU."""
     samples = [r.sample for r in runs]
     gpu = getattr(job, "gpu", False) or getattr(job, "gpus", ())
     n = sum(len(x) for x in samples)

@@ -61,9 +61,9 @@ class BlockFiles:
 class Handles:
     """Run files mapped into memory for a store's life, read as views: every merge reads a slice of
     every run, and a slice's cost is then a view of pages already in the page cache, no system
-    call, no lock held across it, no copy (one copy per slice through ``pread`` was most of a
-    merge's time: on 16 threads 20-55 us a slice with the GIL, 1,756 runs x 42 ranges of them;
-    opening each file again for each slice, 385 runs x 385 ranges, cost more than reading it). Each
+    call, no lock held across it, no copy (one copy per slice through ``pread``, with the GIL held,
+    was most of a merge's time over many runs and ranges; opening each file again for each slice
+    cost more than reading it: BENCHMARKS.md section 2). Each
     mapping holds a file handle (CPython's mmap keeps one): at most :data:`MAX_MAPS` are kept,
     within the process's open-file limit, the oldest dropped first (views already handed out keep
     theirs). Run files are written as new files (:func:`write_file`), never over a mapped one, so a

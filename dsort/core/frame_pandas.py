@@ -55,7 +55,7 @@ def gather(frames, order, index=True) -> pd.DataFrame:
     """``pd.concat(frames).iloc[order]`` (of one frame: ``frame.iloc[order]``), the big arrays in
     :mod:`~dsort.engine.host` memory: columns and an index of NumPy dtypes taken as arrays; Arrow
     string and binary columns whose values all have one byte length, none missing, as fixed-width
-    rows (Arrow's take copies value by value: 500,000 8-byte strings 1.5 ms against 36 ms); other
+    rows (Arrow's take copies value by value, much slower: BENCHMARKS.md); other
     columns and indexes, and columns whose dtype differs between the frames, through pandas.
     ``index=False``: the result's index is a plain range (the caller sets its own)."""
     order = np.asarray(order, dtype=np.intp)

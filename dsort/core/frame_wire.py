@@ -1,9 +1,9 @@
 """Frames on the wire: a pandas frame's slice that may travel between processes (a dask transfer,
 a spill, a run's rows in a file), its object columns of arrays carried as Arrow arrays.
 
-pickle writes an object column one Python object at a time: a column of 10^5 small NumPy arrays
-(a Parquet list column as pandas reads it) took 0.76 s to pickle and 0.63 s to load, against
-0.03 and 0.04 s through Arrow (2-core machine). :class:`Wired` holds the frame as it is (no work
+pickle writes an object column one Python object at a time: a column of many small NumPy arrays
+(a Parquet list column as pandas reads it) pickles and loads many times slower than through Arrow
+(BENCHMARKS.md section 5). :class:`Wired` holds the frame as it is (no work
 while it stays in its process) and converts only when it is pickled: every object column whose
 values are all 1-d NumPy arrays of one dtype (or None) goes as one Arrow list array, and comes
 back as the same arrays (same dtype, same values, None where None). Other columns pickle as

@@ -1,9 +1,9 @@
 """pandas, imported where a function first uses it, not where a module is imported.
 
-A Parquet sort keyed by one column of numbers runs on Arrow and NumPy alone: importing pandas
-(0.43 s on the 2-core machine, with what it pulls in: BENCHMARKS.md section 10) is a third of such
-a command. The modules of frames (:mod:`.frame_keys`, :mod:`.frame_chunk`, ...) name pandas as
-``pd`` from here; the first attribute read imports it, as ``import pandas as pd`` would have.
+A Parquet sort keyed by one column of numbers runs on Arrow and NumPy alone: importing pandas (with
+what it pulls in) is a large share of such a command (BENCHMARKS.md section 10). The modules of
+frames (:mod:`.frame_keys`, :mod:`.frame_chunk`, ...) name pandas as ``pd`` from here; the first
+attribute read imports it, as ``import pandas as pd`` would have.
 """
 
 from __future__ import annotations

@@ -292,8 +292,8 @@ def run_count(
     than ``min_bytes``; at least one, and never more than the pieces (a piece is not split).
     Pieces of ``whole_bytes`` or more (on average) are runs of their own, up to
     ``most_per_thread`` runs a thread: each is sorted where it lies, as grouping them would move
-    all but one of a group's pieces to another worker (1 GiB chunks of host data on two GPU
-    workers: 2 GPUs took 1.27x one GPU's time grouped).
+    all but one of a group's pieces to another worker (grouped, large chunks of host data made two
+    GPU workers slower than one: BENCHMARKS.md section 7).
     Where ``nbytes`` is None (a frame's partitions have no known size) only the threads count.
     The count follows the data and the workers, not the partitioning: a sort's tasks are then
     O(pieces + outputs), and its slices (runs x merge groups) as few as the workers need."""
@@ -376,8 +376,8 @@ def pass_groups(runs: int, max_runs: int) -> tuple:
     others; ``()`` where one pass (at most ``max_runs``) merges them all. About sqrt(runs) groups of
     sqrt(runs) runs: with ranges of about a run's rows (the memory bounds both), a group of F runs
     is cut into F slices a run and the final pass into runs / F slices a chain, R x F + R x R / F
-    slices in all, least at F = sqrt(R) (each slice costs a read and its bookkeeping: 1,756 runs in
-    2 groups made 1.5 million slices, 108 s of a 126 s sort on 16 threads)."""
+    slices in all, least at F = sqrt(R) (each slice costs a read and its bookkeeping: too few groups
+    made the reads of millions of slices most of a sort's time, BENCHMARKS.md section 2)."""
     if runs <= max_runs:
         return ()
     count = max(-(-runs // max(1, max_runs)), math.isqrt(runs - 1) + 1)

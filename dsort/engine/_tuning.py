@@ -48,9 +48,8 @@ def _same_for_every_value(table: dict[int, Tuning]) -> dict[tuple[int, int], Tun
 # Compute capability (major * 10 + minor) -> {(key bytes, value bytes): Tuning}. Value bytes 0 is a
 # keys-only sort; 4 and 8 are carried values or generated positions (argsort).
 # sm_90 (H100): 4-byte keys swept keys-only and as argsort pairs, 8-byte keys keys-only; the other
-# value sizes take their key size's tuning, unmeasured. 4-way passes everywhere: at 2^28 keys
-# (2026-11-26, BENCHMARKS.md section 8) 1.15x (4-byte keys) to 1.35x (16-byte rows) faster than
-# 2-way.
+# value sizes take their key size's tuning, unmeasured. 4-way passes everywhere: faster than 2-way
+# at every key size, most for the widest rows (BENCHMARKS.md section 8).
 _SM90 = _same_for_every_value(
     {4: Tuning(512, 256, 21, 4), 8: Tuning(512, 256, 17, 4), 16: Tuning(256, 128, 17, 4)}
 )

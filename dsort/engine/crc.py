@@ -2,17 +2,17 @@
 
 ``valsort``'s checksum sums one CRC-32 per record, so a sort's checksum stage reads every byte once
 and must not cost more than reading it. A vectorized NumPy formulation needs one table lookup per
-byte or two in tables no cache holds (0.2-0.5 GB/s); the loop here is compiled by numba
+byte or two in tables no cache holds, far below memory speed; the loop here is compiled by numba
 (:mod:`._crc_jit`): the table-driven CRC four bytes at a time (slicing by 4, 4 KiB of tables, in
-L1), four records at a time so their lookups overlap, without the GIL so that threads scale. About
-6 GB/s per core on 100-byte records, against 0.16-0.5 GB/s before.
+L1), four records at a time so their lookups overlap, without the GIL so that threads scale. It is
+many times faster per core than the NumPy formulation (BENCHMARKS.md section 2).
 
 Small inputs take a Python loop of ``zlib.crc32`` instead: no numba import, no compiled function to
 load, a fraction of a microsecond per record; inputs up to :data:`LOAD_BYTES` take byte tables
-(:func:`byte_tables`: NumPy gathers, 0.2-0.25 GB/s a core, threads scaling) while the loop is not
-loaded. The embedded CPU sort of a large input has its records' checksums summed in a process of its
-own (:mod:`dsort.core.checksums`), from the files. The GPU's checksum is in
-:mod:`dsort.core.valsort` (table lookups there are cheap).
+(:func:`byte_tables`: NumPy gathers, slower per core than the loop but with threads scaling;
+BENCHMARKS.md section 3) while the loop is not loaded. The embedded CPU sort of a large input has
+its records' checksums summed in a process of its own (:mod:`dsort.core.checksums`), from the files.
+The GPU's checksum is in :mod:`dsort.core.valsort` (table lookups there are cheap).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import numpy as np
 SMALL_BYTES = 1 << 16  # inputs up to this many bytes take the zlib loop, always
 # and up to this many the byte tables while the compiled loop is not loaded: loading
 LOAD_BYTES = 32 << 20
-# it (numba's import and cache, 0.3 s to 2 s by machine) costs more than their 0.4-0.5 GB/s a core
+# it (numba's import and cache, BENCHMARKS.md section 3) costs more than their slower pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -65,9 +65,9 @@ TABLE_BLOCK = 8192  # records a step of the table path (their columns and lookup
 def _crc32_by_tables(rows: np.ndarray) -> np.ndarray:
     """:func:`crc32_rows` by :func:`byte_tables`, no compiled loop to load: for each block of
     :data:`TABLE_BLOCK` records one NumPy gather of every byte's table entry and one XOR reduction,
-    each a long call that releases the GIL (0.2-0.25 GB/s a core, threads scaling: a gather and an
-    XOR per byte column, 0.44 GB/s on one thread, fell to 15 MB/s a thread on 16 threads, every
-    short call a fight for the GIL)."""
+    each a long call that releases the GIL, so that threads scale (a gather and an XOR per byte
+    column instead was fast on one thread but collapsed on 16 threads, every short call a fight for
+    the GIL; BENCHMARKS.md section 3)."""
     n, w = rows.shape
     b = byte_tables(w)
     out = np.full(n, zlib.crc32(bytes(w)), np.uint32)

@@ -180,9 +180,8 @@ _copying_lock = threading.Lock()
 def _alone():
     """Whether no other thread of this process is copying between host and device (large
     copies). Alone, page-locking the array in place is the faster way; with others at it, their
-    page locks queue on each other, and the reused staging buffers are faster (8 processes x 4
-    threads copying 32 MiB arrays on 2 H200s: in 46.7 against 25.6 GiB/s, out 29.1 against 23.5;
-    benchmarks/bench_concurrent_transfer.py)."""
+    page locks queue on each other, and the reused staging buffers are faster, both ways
+    (benchmarks/bench_concurrent_transfer.py; BENCHMARKS.md section 7)."""
     with _copying_lock:
         _copying[0] += 1
         alone = _copying[0] == 1
@@ -321,13 +320,13 @@ _peers_lock = threading.Lock()
 
 def peer_access(dst: int, src: int) -> bool:
     """Whether GPU ``dst`` reads GPU ``src``'s memory directly (NVLink or PCIe) in this process:
-    enabled here once per pair, where the two can. Without it a copy between them is staged
-    through host memory by the driver (a merge reading another GPU's run slices: 1.6 GB/s on 2
-    H200s). Idempotent and thread-safe: peer access belongs to the process's context, so the
-    first thread enables it under a lock and the others read the answer; where another library
-    (CuPy's own copies between devices, cudf) enabled it first, CUDA's "already enabled" is a
-    yes. Too many peers (8 per GPU) is a no: the copies still work, staged. CuPy clears CUDA's
-    last error as it raises, so a refusal is no error of a later call."""
+    enabled here once per pair, where the two can. Without it a copy between them is staged through
+    host memory by the driver, the slower way for a merge reading another GPU's run slices
+    (BENCHMARKS.md section 5). Idempotent and thread-safe: peer access belongs to the process's
+    context, so the first thread enables it under a lock and the others read the answer; where
+    another library (CuPy's own copies between devices, cudf) enabled it first, CUDA's "already
+    enabled" is a yes. Too many peers (8 per GPU) is a no: the copies still work, staged. CuPy
+    clears CUDA's last error as it raises, so a refusal is no error of a later call."""
     import cupy
 
     if dst == src:

@@ -4,11 +4,11 @@ In the dataframe sort's tasks (:func:`pooled`) in a dask worker whose nanny set
 ``MALLOC_TRIM_THRESHOLD_`` (dask's default: 65536), they are NumPy arrays on buffers of Arrow's
 mimalloc pool; elsewhere, NumPy's own. That setting makes
 glibc hand every freed large array back to the OS, so each new one faults its pages in again: a
-4 MB array costs about 1,000 page faults, 2-3 ms on a virtual machine, more than a take or an XOR
-over it. mimalloc keeps freed pages for the next buffers. Measured with that setting, 500,000 rows
-(int64 key, float64, 8-byte string): a partition's sort 54 -> 30 ms (11,239 -> 246 page faults),
-a merge's gather 28 -> 12 ms; the whole frame sort of issue 11 in one cluster 0.89 -> 0.65 s.
-(Arrow's jemalloc pool hands the pages back at once, whatever its decay: 6,112 faults.)
+4 MB array costs about 1,000 page faults, which on a virtual machine take longer than a take or an
+XOR over it. mimalloc keeps freed pages for the next buffers: with that setting a partition's sort,
+a merge's gather and the whole frame sort of issue 11 all run faster on its pool, with far fewer
+page faults (BENCHMARKS.md section 5). (Arrow's jemalloc pool hands the pages back at once,
+whatever its decay.)
 
 mimalloc keeps the pages until asked, and a thread can ask only for its own: so once the pool's
 use (arrays made, bytes in use) has not changed for :data:`IDLE_S` seconds since the last time,

@@ -158,8 +158,8 @@ def _varying_word(s: np.ndarray) -> np.ndarray:
 
 def _argsort_wide(s: np.ndarray) -> np.ndarray:
     """The stable argsort of byte keys with more than eight varying byte columns: by the first
-    eight of those as big-endian integers (:func:`_varying_word`; NumPy sorts those 2-3x faster
-    than byte strings, merges of sorted runs 1.6x), then each run of keys equal in those bytes
+    eight of those as big-endian integers (:func:`_varying_word`; NumPy sorts and merges those
+    faster than byte strings: BENCHMARKS.md section 2), then each run of keys equal in those bytes
     sorted again by the whole key (stable: its positions are in order). Sort Benchmark keys (10
     random bytes) almost never tie in eight, nor do keys of several columns whose first ones hold
     few values (a frame's flag bytes, an int's high bytes, skipped); where many do (a common
