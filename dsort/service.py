@@ -234,8 +234,8 @@ def run(req: SortRequest) -> SortReport:
     req = replace(req, limits=lim, client=req.client or own_client)
     try:
         if fmt == "parquet":
-            # Parquet sorts on the CPU unless --gpu: only its keys would go to a GPU, and on the 1x
-            # H100 box that never paid (3e6 and 3e7 rows, BENCHMARKS.md section 10)
+            # Parquet sorts on the CPU unless --gpu: only its keys would go to a GPU, and on a 1x
+            # H100 box that never paid (BENCHMARKS.md section 10)
             return parquet_sort.sort(req, files, out, clock, startup)
         return fixed_sort.sort(req, fmt, files, out, clock, startup, small)
     finally:

@@ -55,14 +55,13 @@ def choose_strategy(partitions: int, outputs: int, divisions: bool = False, devi
     """The ``"auto"`` rule. ``"memory"`` where the external sort cannot run (workers on several
     machines, whose files the others cannot read; ``divisions=True``). Else ``"external"`` for
     ``device="gpu"``: its runs stay on the GPUs and a merge of many runs is one sort of their
-    slices (2^28 rows in 64 partitions on one H100: 6.5 s in memory, 1.8 s external; BENCHMARKS.md,
-    "Dataframes"). On the CPU, ``"memory"`` while its slices (runs x merge groups,
-    :mod:`dsort.collections.scale`: about twice the worker threads each, whatever the partitions)
-    are at most the setting ``dsort.dataframe.memory-pieces`` (1024; dask's config), else
-    ``"external"``. Each in-memory slice is one dask task and transfer; the external sort reads
-    its slices inside its merge tasks (on one machine from the page cache). Measured on 8 CPU
-    workers (BENCHMARKS.md, "Scale"), the in-memory sort was the faster or within 1.2x of the
-    external one at 16 to 4096 partitions."""
+    slices (the faster by far on a GPU: BENCHMARKS.md section 5). On the CPU, ``"memory"`` while its
+    slices (runs x merge groups, :mod:`dsort.collections.scale`: about twice the worker threads
+    each, whatever the partitions) are at most the setting ``dsort.dataframe.memory-pieces`` (1024;
+    dask's config), else ``"external"``. Each in-memory slice is one dask task and transfer; the
+    external sort reads its slices inside its merge tasks (on one machine from the page cache). On
+    CPU workers the in-memory sort was the faster, or close to the external one, from 16 to 4096
+    partitions (BENCHMARKS.md section 4)."""
     from . import config, scale, stores
 
     runs = len(scale.frame_runs(partitions, external=False))
@@ -205,8 +204,8 @@ def sort_values(
         ):
             # columns the GPU-resident runs cannot hold (strings, categoricals, decimals): the
             # external sort would write its rows to files; in memory (spilled by dask-cuda where it
-            # must) was 3.5x faster at 2^24 rows with a string column (BENCHMARKS.md), so that is
-            # the default without a GPU limit
+            # must) was several times faster with a string column (BENCHMARKS.md section 5), so
+            # that is the default without a GPU limit
             strategy = "memory"
     if strategy == "external":
         if divisions:
