@@ -677,3 +677,17 @@ def test_shared_runs_are_freed_only_once_no_other_process_maps_them(tmp_path):
         other.wait()
     L.unhold(mine)
     assert not os.path.exists(tmp_path / "runs.holds")
+
+
+def test_a_run_put_again_in_another_tier_leaves_nothing_in_the_first(tmp_path, rng):
+    """A run put again (made again, or by a new compute of the job) that lands in another tier:
+    the first tier lets its old rows go and its budget is whole again; the new handle reads the
+    new rows."""
+    store = R.RunStore(_config(tmp_path, 4, host_budget=100))
+    small, big = (rng.integers(0, 256, (n, 4), dtype=np.uint8) for n in (10, 50))
+    first, again = store.put(0, small), store.put(0, big)
+    assert (first.tier, again.tier) == ("host", "disk")
+    assert not store.host.holds(0) and store.budget.used("host") == 0
+    np.testing.assert_array_equal(store.read(again, 0, 50), big)
+    assert store.put(1, small).tier == "host" and store.budget.used("host") == small.nbytes
+    store.close()

@@ -149,8 +149,6 @@ class DaskCluster:
                 got[i] = store.read(store.recover_once(run.index, recover), lo, hi)
         return got
 
-    # -- the end ---------------------------------------------------------------------------------
-
 
 DASK = DaskCluster()
 

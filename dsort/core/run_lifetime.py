@@ -32,12 +32,6 @@ _stores: dict = {}  # job -> this process's store of it (dsort.core.runs.RunStor
 _stores_lock = threading.Lock()
 
 
-def registered(job: str):
-    """This process's store of ``job``, or None."""
-    with _stores_lock:
-        return _stores.get(job)
-
-
 def register(job: str, make):
     """``(store, made)``: this process's store of ``job``, made by ``make()`` where there is
     none."""

@@ -105,7 +105,11 @@ class RunStore:
         saying their width. ``made``: this making's name where files were made for it first
         (:meth:`file_for`)."""
         made = made or new_making()
-        # a run put again (made again, or by a new compute): its old bytes no longer held
+        # a run put again (made again, or by a new compute): its old rows in memory let go (a
+        # shared one once no other process maps it), its bytes no longer held; its old files
+        # stay until the store closes (other merges may still read that making: file_for)
+        for tier in (self.shared, self.device, self.host):
+            tier.free(index)
         self.budget.give_back(index)
         for tier in self.tiers.values():
             run = tier.put(index, rows, sample, made)
@@ -161,12 +165,6 @@ class RunStore:
                 for i in lost:
                     self.recover_once(i, recover)
         raise AssertionError("unreachable")
-
-    def _again(self, item):
-        """``item`` (``(run, lo, hi)``) of the run made again here in place of a lost one."""
-        run = item[0]
-        again = self.recovered.get(run.index) if isinstance(run, Run) else None
-        return item if again is None or again is run else (again, *item[1:])
 
     def _again(self, item):
         """``item`` (``(run, lo, hi)``) of the run made again here in place of a lost one."""
