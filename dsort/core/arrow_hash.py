@@ -82,7 +82,7 @@ def hashes(array) -> np.ndarray:
         array = pa.array(array)
     h = _values(array)
     if array.null_count:
-        h[~array.is_valid().to_numpy(zero_copy_only=False)] = NULL
+        h[~_bools(array.is_valid())] = NULL
     return h
 
 
@@ -115,7 +115,7 @@ def _values(a) -> np.ndarray:
         # a null index: the last (the dictionary may be empty)
         values = np.append(hashes(a.dictionary), NULL)
         return values[
-            a.indices.cast(pa.int64()).fill_null(len(a.dictionary)).to_numpy(zero_copy_only=False)
+            _ints(a.indices.cast(pa.int64()).fill_null(len(a.dictionary)))
         ]
     if t.is_boolean(typ):
         bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[
@@ -127,7 +127,7 @@ def _values(a) -> np.ndarray:
     if t.is_string_view(typ) or t.is_binary_view(typ):
         return _bytes(a.cast(pa.large_string() if t.is_string_view(typ) else pa.large_binary()))
     if t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ):
-        offsets = a.offsets.to_numpy(zero_copy_only=False).astype(np.int64)
+        offsets = _ints(a.offsets).astype(np.int64)
         child = _child(a)
         return _lists(
             hashes(child.slice(offsets[0], offsets[-1] - offsets[0])), offsets - offsets[0]
@@ -147,6 +147,26 @@ def _values(a) -> np.ndarray:
     import pandas as pd
 
     return pd.util.hash_array(np.array([repr(v) for v in a.to_pylist()], object)).astype(np.uint64)
+
+
+def _ints(a) -> np.ndarray:
+    """An integer array's values (no nulls) read from its buffer, no copy: Arrow's ``to_numpy``
+    imports pandas, a tenth of a short sort's time."""
+    dtype = np.dtype(f"<{'i' if a.type.id in _signed_ids() else 'u'}{a.type.bit_width // 8}")
+    return np.frombuffer(a.buffers()[1], dtype, count=len(a), offset=a.offset * dtype.itemsize)
+
+
+def _bools(a) -> np.ndarray:
+    """A boolean array's values (no nulls) read from its bitmap, as NumPy booleans."""
+    n, at = len(a), a.offset
+    b = np.frombuffer(a.buffers()[1], np.uint8)[at // 8 : (at + n + 7) // 8]
+    return np.unpackbits(b, bitorder="little")[at % 8 : at % 8 + n].view(bool)
+
+
+def _signed_ids() -> set:
+    import pyarrow as pa
+
+    return {pa.int8().id, pa.int16().id, pa.int32().id, pa.int64().id}
 
 
 def _child(a):
