@@ -114,9 +114,7 @@ def _values(a) -> np.ndarray:
     if t.is_dictionary(typ):
         # a null index: the last (the dictionary may be empty)
         values = np.append(hashes(a.dictionary), NULL)
-        return values[
-            _ints(a.indices.cast(pa.int64()).fill_null(len(a.dictionary)))
-        ]
+        return values[_ints(a.indices.cast(pa.int64()).fill_null(len(a.dictionary)))]
     if t.is_boolean(typ):
         bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[
             a.offset : a.offset + n
