@@ -105,23 +105,8 @@ def argsort(
     ----------
     x : dask.array.Array
         Keys, as for :func:`sort`.
-    descending : bool, default False
-        Largest first. Equal keys keep their input order either way.
-    na_position : {"last", "first"}, default "last"
-        Where NaN goes (float keys).
-    strategy : {"auto", "memory", "external"}, default "auto"
-        ``"memory"``: sorted runs and merges in dask's memory; ``"external"``: runs kept outside
-        it (on the GPUs, in host memory within ``memory_limit``, then in files under
-        ``local_directory``), for arrays bigger than memory; ``"auto"`` chooses.
-    device : {None, "gpu"}, default None
-        ``"gpu"``: NumPy chunks sorted on the workers' GPUs and handed back as NumPy chunks;
-        CuPy chunks are sorted on their GPU in any case.
-    local_directory : str, optional
-        Where an external sort's runs that do not fit in memory go (default: dask's
-        ``temporary-directory``, else the system's).
-    memory_limit : int, str or float, default "auto"
-        Host memory an external sort's runs may hold in one process: bytes, a size (``"4GB"``), a
-        fraction of the available memory, ``"auto"`` (a quarter of it) or 0 (files only).
+    descending, na_position, strategy, device, local_directory, memory_limit
+        As for :func:`sort`.
 
     Returns
     -------
@@ -160,23 +145,8 @@ def sort_by_key(
     values : dask.array.Array
         One row per key, of any dtype, trailing dimensions allowed (``(n, 90)`` uint8 payloads,
         say); rechunked to the keys' chunks where they differ.
-    descending : bool, default False
-        Largest first. Equal keys keep their input order either way.
-    na_position : {"last", "first"}, default "last"
-        Where NaN goes (float keys).
-    strategy : {"auto", "memory", "external"}, default "auto"
-        ``"memory"``: sorted runs and merges in dask's memory; ``"external"``: runs kept outside
-        it (on the GPUs, in host memory within ``memory_limit``, then in files under
-        ``local_directory``), for arrays bigger than memory; ``"auto"`` chooses.
-    device : {None, "gpu"}, default None
-        ``"gpu"``: NumPy chunks sorted on the workers' GPUs and handed back as NumPy chunks;
-        CuPy chunks are sorted on their GPU in any case.
-    local_directory : str, optional
-        Where an external sort's runs that do not fit in memory go (default: dask's
-        ``temporary-directory``, else the system's).
-    memory_limit : int, str or float, default "auto"
-        Host memory an external sort's runs may hold in one process: bytes, a size (``"4GB"``), a
-        fraction of the available memory, ``"auto"`` (a quarter of it) or 0 (files only).
+    descending, na_position, strategy, device, local_directory, memory_limit
+        As for :func:`sort`.
 
     Returns
     -------
