@@ -59,6 +59,22 @@ def compute_threads(dsk, keys, threads: int, progress):
         return value
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        if not (result and result[0][0]):  # failed or interrupted: tasks may still be running
+            _let_running_tasks_end(pool)
+
+
+RUNNING_TASKS_SECONDS = 30.0  # how long a failed compute waits for its running tasks at most
+
+
+def _let_running_tasks_end(pool) -> None:
+    """Wait, up to :data:`RUNNING_TASKS_SECONDS`, for the tasks ``pool`` is running (none is
+    started any longer): the caller removes the job's runs and staged output next, and a task
+    still running would make them again (a run's file, a merge's write into the output), left
+    behind after an interrupted `dsort sort`. In a thread of its own, joined with a timeout, so
+    a signal still reaches the caller and a stuck task cannot hang it."""
+    waiter = threading.Thread(target=pool.shutdown, kwargs={"wait": True}, daemon=True)
+    waiter.start()
+    waiter.join(RUNNING_TASKS_SECONDS)
 
 
 def compute_client(client, dsk, keys, progress: bool):

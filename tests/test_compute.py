@@ -39,6 +39,29 @@ def test_results_and_errors_as_dask_gives_them():
         compute_threads(dsk, [("b", 0)], 2, None)
 
 
+def _slow_mark(path, x):
+    time.sleep(0.5)
+    Path(path).write_text("done")
+    return x
+
+
+def test_a_failed_compute_returns_once_its_running_tasks_end(tmp_path):
+    """A task fails while another runs: the caller gets the error only once the running task has
+    ended, so that its cleanup (the job's runs, the staged output) is not undone by that task
+    writing afterwards; tasks not yet started never start."""
+    mark, never = tmp_path / "mark", tmp_path / "never"
+    dsk = {
+        ("s", 0): (_slow_mark, str(mark), 1),
+        ("f", 0): (_fail, 0),
+        ("n", 0): (_slow_mark, str(never), ("s", 0)),
+    }
+    with pytest.raises(ValueError, match="task failed at 0"):
+        compute_threads(dsk, [[("n", 0)], [("f", 0)]], 2, None)
+    assert mark.exists(), "returned while a task was still running"
+    time.sleep(0.7)
+    assert not never.exists(), "a task started after the failure"
+
+
 def test_the_scheduler_loop_runs_apart_from_the_caller(monkeypatch):
     """dask's loop (its queue calls) never runs in the caller's thread, where a signal's exception
     would land."""
