@@ -39,10 +39,16 @@ def test_results_and_errors_as_dask_gives_them():
         compute_threads(dsk, [("b", 0)], 2, None)
 
 
-def _slow_mark(path, x):
+def _slow_mark(started, path, x):
+    started.set()
     time.sleep(0.5)
     Path(path).write_text("done")
     return x
+
+
+def _fail_once_started(started, x):
+    assert started.wait(10), "the slow task never started"
+    raise ValueError(f"task failed at {x}")
 
 
 def test_a_failed_compute_returns_once_its_running_tasks_end(tmp_path):
@@ -50,10 +56,11 @@ def test_a_failed_compute_returns_once_its_running_tasks_end(tmp_path):
     ended, so that its cleanup (the job's runs, the staged output) is not undone by that task
     writing afterwards; tasks not yet started never start."""
     mark, never = tmp_path / "mark", tmp_path / "never"
+    started, unused = threading.Event(), threading.Event()
     dsk = {
-        ("s", 0): (_slow_mark, str(mark), 1),
-        ("f", 0): (_fail, 0),
-        ("n", 0): (_slow_mark, str(never), ("s", 0)),
+        ("s", 0): (_slow_mark, started, str(mark), 1),
+        ("f", 0): (_fail_once_started, started, 0),
+        ("n", 0): (_slow_mark, unused, str(never), ("s", 0)),
     }
     with pytest.raises(ValueError, match="task failed at 0"):
         compute_threads(dsk, [[("n", 0)], [("f", 0)]], 2, None)
