@@ -101,25 +101,28 @@ def test_blocks_the_pool_holds_free_are_room_and_a_share_takes_them():
     import cupy
 
     pool, mib = cupy.get_default_memory_pool(), 1 << 20
-    a = cupy.empty(256 * mib, np.uint8)
-    del a  # its block stays in the pool, free
-    free, total = cupy.cuda.runtime.memGetInfo()
-    cached = pool.free_bytes()
-    assert cached >= 256 * mib
-    fraction = (total - free - cached + 256 * mib) / total  # room for 256 MiB more, the cached blocks not counted
-    assert ipc.shortfall(0, 255 * mib, fraction) <= 0 < ipc.shortfall(0, 257 * mib, fraction)
+    # the pool a sort's arrays come from (dsort.engine.pools.own_pool), whatever allocator CuPy has
+    # now: importing cudf (another test, in this process) makes RMM's CuPy's
+    with cupy.cuda.using_allocator(pool.malloc):
+        a = cupy.empty(256 * mib, np.uint8)
+        del a  # its block stays in the pool, free
+        free, total = cupy.cuda.runtime.memGetInfo()
+        cached = pool.free_bytes()
+        assert cached >= 256 * mib
+        fraction = (total - free - cached + 256 * mib) / total  # room for 256 MiB more, the cached blocks not counted
+        assert ipc.shortfall(0, 255 * mib, fraction) <= 0 < ipc.shortfall(0, 257 * mib, fraction)
 
-    x = cupy.arange(16 * mib, dtype=np.int64)  # 128 MiB
-    free = cupy.cuda.runtime.memGetInfo()[0]
-    big = cupy.empty(free - 32 * mib, np.uint8)  # CUDA left with 32 MiB, the rest in the pool once freed
-    del big
-    assert cupy.cuda.runtime.memGetInfo()[0] < x.nbytes <= pool.free_bytes()
-    got = ipc.share(x)
-    assert got is not None
-    own, handle = got
-    assert handle.shape == x.shape and bool((own == x).all())
-    del own, got
-    pool.free_all_blocks()
+        x = cupy.arange(16 * mib, dtype=np.int64)  # 128 MiB
+        free = cupy.cuda.runtime.memGetInfo()[0]
+        big = cupy.empty(free - 32 * mib, np.uint8)  # CUDA left with 32 MiB, the rest in the pool once freed
+        del big
+        assert cupy.cuda.runtime.memGetInfo()[0] < x.nbytes <= pool.free_bytes()
+        got = ipc.share(x)
+        assert got is not None
+        own, handle = got
+        assert handle.shape == x.shape and bool((own == x).all())
+        del own, got
+        pool.free_all_blocks()
 
 
 @pytest.fixture

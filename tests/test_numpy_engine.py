@@ -137,6 +137,54 @@ def test_integer_argsort_is_stable_whichever_way_it_goes(rng, dtype, case):
         assert E.argsort(x, descending=descending).tolist() == expected
 
 
+def _merge_input(rng, kind, runs, n):
+    """``runs`` sorted runs end to end (lengths equal, or one long and the rest short), of keys
+    ``kind``: ``"int64"``, ``"float64"`` (with NaN and -0.0), ``"S12"`` byte rows or 3-byte rows."""
+    if runs == 1:
+        lengths = [n]
+    elif kind != "S3" and runs > 2 and rng.random() < 0.5:
+        lengths = [n - 3 * (runs - 1)] + [3] * (runs - 1)
+    else:
+        lengths = np.diff(np.linspace(0, n, runs + 1).astype(int)).tolist()
+    if kind == "int64":
+        keys = rng.integers(-50, 50, n)  # many ties across runs
+    elif kind == "float64":
+        keys = rng.choice([-0.0, 0.0, np.nan, 1.5, -np.inf, np.inf, 2.0], n)
+    else:
+        keys = rng.integers(0, 3, (n, int(kind[1:])), dtype=np.uint8).view(kind).reshape(-1)
+    parts = np.split(keys, np.cumsum(lengths)[:-1])
+    return np.concatenate([np.sort(p, kind="stable") for p in parts]), lengths
+
+
+@pytest.mark.parametrize("kind", ["int64", "float64", "S12", "S3"])
+@pytest.mark.parametrize("runs", [1, 2, 5, 16, 120])
+@pytest.mark.parametrize("descending", [False, True])
+def test_a_merge_told_its_runs_is_the_stable_order(rng, kind, runs, descending):
+    """argsort told the lengths of the sorted runs its keys are made of (a k-way merge: timsort
+    for few, the SIMD sort for many) gives the stable order, ties in run order, as without the
+    hint; descending runs are sorted descending."""
+    n = int(rng.integers(runs * 4, runs * 200))
+    keys, lengths = _merge_input(rng, kind, runs, n)
+    if descending:
+        parts = np.split(keys, np.cumsum(lengths)[:-1])
+        keys = np.concatenate([p[::-1] for p in parts])
+        if kind == "float64":  # NaN stays last within each run descending (na_position last)
+            keys = np.concatenate([np.r_[p[~np.isnan(p)], p[np.isnan(p)]] for p in np.split(keys, np.cumsum(lengths)[:-1])])
+    got = E.argsort(keys, descending=descending, runs=lengths)
+    np.testing.assert_array_equal(got, E.argsort(keys, descending=descending))
+    if kind in ("int64", "S12", "S3"):
+        ref = sorted(range(n), key=lambda i: keys[i], reverse=descending)
+        assert got.tolist() == ref
+
+
+def test_merge_bits_counts_how_many_runs_a_merge_meets():
+    """Equal runs: log2 of their count; one long run and short ones: less; empty runs: none."""
+    assert E.merge_bits([]) == 0.0 and E.merge_bits([7]) == 0.0 and E.merge_bits([0, 9, 0]) == 0.0
+    assert E.merge_bits([5] * 16) == pytest.approx(4.0)
+    assert E.merge_bits([100000] + [1] * 15) < 0.01
+    assert E.merge_bits([3, 3, 0]) == pytest.approx(1.0)
+
+
 @pytest.mark.parametrize("width", [9, 10, 16, 23])
 @pytest.mark.parametrize("case", ["random", "prefix ties", "many prefix ties", "equal keys", "sorted runs"])
 @pytest.mark.parametrize("descending", [False, True])

@@ -31,6 +31,7 @@ _LIST = np.uint64(0xC2B2AE3D27D4EB4F)
 _BYTES = np.uint64(0x165667B19E3779F9)
 _STRUCT = np.uint64(0x27D4EB2F165667C5)
 _ROW = np.uint64(0x85EBCA77C2B2AE63)
+BLOCK_ROWS = 1 << 16  # rows hashed at once by row_hashes: a block's words fit the CPU's cache
 _CHUNK_BYTES = 1 << 22  # bytes hashed at once: the byte polynomial holds 24 bytes of work a byte
 
 
@@ -89,13 +90,23 @@ def hashes(array) -> np.ndarray:
 def row_hashes(columns, rows: int) -> np.ndarray:
     """One uint64 a row of the columns ``columns`` (each as :func:`hashes` takes it, all
     ``rows`` long): their values folded in column order (each times a power of an odd constant),
-    mixed once."""
-    acc = np.full(rows, _ROW)
-    with np.errstate(over="ignore"):
-        for c in columns:
-            acc *= _K
-            acc += hashes(c)
-    return mix(acc, out=acc)
+    mixed once. :data:`BLOCK_ROWS` rows at a time, so that the dozen passes over a block's
+    words stay in the CPU's cache (over whole columns each pass went to memory: several times
+    slower, BENCHMARKS.md section 10)."""
+    import pyarrow as pa
+
+    columns = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else pa.array(c) for c in columns]
+    out = np.empty(rows, np.uint64)
+    for at in range(0, rows, BLOCK_ROWS):
+        n = min(BLOCK_ROWS, rows - at)
+        acc = out[at : at + n]
+        acc[...] = _ROW
+        with np.errstate(over="ignore"):
+            for c in columns:
+                acc *= _K
+                acc += hashes(c.slice(at, n) if n != rows else c)
+        mix(acc, out=acc)
+    return out
 
 
 def _values(a) -> np.ndarray:

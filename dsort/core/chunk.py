@@ -91,16 +91,18 @@ def take(part, offset, rows, out, run):
 def merge_order(keys_list, descending, na_position):
     """Stable merge of sorted key arrays, ties in list order: ``(merged keys, int64 positions
     into their concatenation)``. Two arrays: one merge-path merge carrying positions (on a GPU).
-    More: one stable sort of the concatenation, whose ties keep list order. On the CPU NumPy's
-    timsort runs it as a merge of the sorted runs it finds (one pass per merge level, in C, no
-    gathers between); on a GPU it is a few dozen launches where pairwise merges take several per
-    pair, faster for many small runs and still for larger ones (BENCHMARKS.md)."""
+    More: one stable sort of the concatenation, whose ties keep list order, told the arrays'
+    lengths: on the CPU NumPy's timsort merges a few runs (one pass per merge level, in C, no
+    gathers between), its SIMD sort takes many; on a GPU it is a few dozen launches where
+    pairwise merges take several per pair, faster for many small runs and still for larger ones
+    (BENCHMARKS.md)."""
     e = engines.get(keys_list[0])
     if len(keys_list) == 1:
         return keys_list[0], e.arange(0, len(keys_list[0]))
     if e.name == "numpy" or len(keys_list) > 2:
         cat = e.concatenate(keys_list)
-        perm = e.argsort(cat, descending=descending, na_position=na_position)
+        runs = [len(k) for k in keys_list]
+        perm = e.argsort(cat, descending=descending, na_position=na_position, runs=runs)
         return engines.take_rows(cat, perm), perm
     starts = plan.offsets([len(k) for k in keys_list]).tolist()
     runs = [(k, e.arange(s, s + len(k))) for k, s in zip(keys_list, starts)]

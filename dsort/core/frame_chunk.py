@@ -254,12 +254,13 @@ def sliced(*pieces) -> int:
 def merge_order(keys, device):
     """The order (host positions into the keys joined) that merges sorted ``keys`` (byte rows or
     words, each sorted), ties kept in slice order: merge-path merges on the GPU with
-    ``device="gpu"``, else one stable sort of the sorted slices (NumPy's timsort merges the runs it
-    finds)."""
+    ``device="gpu"``, else one stable sort of the sorted slices, told their lengths (NumPy's timsort
+    merges a few, its SIMD sort takes many: :func:`dsort.engine.numpy_engine.argsort`)."""
     if device == "gpu":
         with pools.own_pool():
             return dev.to_host(chunk.merge_order([chunk.on_gpu(k) for k in keys], False, "last")[1])
-    return engines.get(keys[0]).argsort(host.concatenate(keys))
+    runs = [len(k) for k in keys]
+    return engines.get(keys[0]).argsort(host.concatenate(keys), runs=runs)
 
 
 def concat(frames):

@@ -117,7 +117,12 @@ def windows(samples, run_sizes, spacing, targets, descending=False, na_position=
         return z, z.copy()
     e = engines.get(nonempty[0])
     xp = e.xp
-    order = e.argsort(xp.concatenate(nonempty), descending=descending, na_position=na_position)
+    order = e.argsort(
+        xp.concatenate(nonempty),
+        descending=descending,
+        na_position=na_position,
+        runs=[len(x) for x in nonempty],
+    )
     n = len(order)
     starts = offsets(counts)
     full = counts > 0

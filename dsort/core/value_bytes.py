@@ -238,9 +238,16 @@ def number_word(x, xp=np, kind=None, out=None) -> tuple:
     if size not in (4, 8):
         x, size = x.astype(np.float64), 8
     na = xp.isnan(x)
-    bits = xp.where(na, 0, x + x.dtype.type(0.0)).astype(x.dtype).view(f"u{size}")  # -0.0 → +0.0
-    top = xp.array(1 << (8 * size - 1), dtype=bits.dtype)
-    return xp.where(na, 0, xp.where(bits & top, ~bits, bits | top)), na
+    bits = (x + x.dtype.type(0.0)).view(f"u{size}")  # a new array; -0.0 → +0.0
+    # all bits flipped where the sign is set, else the sign bit alone: the sign spread over the
+    # word by an arithmetic shift, the top bit set in it, the word xor it (few passes, in place)
+    flip = bits.view(f"i{size}") >> (8 * size - 1)
+    flip = flip.view(bits.dtype)
+    flip |= xp.array(1 << (8 * size - 1), dtype=bits.dtype)
+    bits ^= flip
+    if na.any():
+        bits[na] = 0
+    return bits, na
 
 
 def variable_width(t) -> bool:

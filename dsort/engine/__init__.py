@@ -4,8 +4,9 @@ Both expose the same functions with the same semantics (see :mod:`dsort.engine.k
 
 ``sort(keys, values=None, descending=False, na_position="last")``
     stable sort; with values returns ``(keys, values)``.
-``argsort(keys, descending=False, na_position="last")``
-    int64 positions of a stable sort.
+``argsort(keys, descending=False, na_position="last", runs=None)``
+    int64 positions of a stable sort (``runs``: the lengths of sorted runs the keys are made of,
+    a merge of them: how the NumPy engine sorts them fastest).
 ``merge(a, b, a_values=None, b_values=None, descending=False, na_position="last")``
     stable merge of two sorted arrays, ties from ``a`` first.
 ``merge_path(a, b, diagonals, descending=False, na_position="last")``

@@ -75,8 +75,9 @@ def sort(keys, values=None, descending=False, na_position="last"):
     return coded.decode(sk), values[perm]
 
 
-def argsort(keys, descending=False, na_position="last"):
-    """Positions (int64) that sort ``keys`` stably."""
+def argsort(keys, descending=False, na_position="last", runs=None):
+    """Positions (int64) that sort ``keys`` stably (``runs``, the NumPy engine's hint, unused:
+    sorted input is found by :func:`_presorted`)."""
     na_first = K.check_one(keys, na_position)
     n = len(keys)
     how, _ = _presorted(keys, descending, na_first)

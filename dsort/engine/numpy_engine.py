@@ -110,16 +110,16 @@ def _packed(s: np.ndarray) -> np.ndarray | None:
     return word.view(np.uint64).reshape(-1)
 
 
-def _argsort(k: np.ndarray) -> np.ndarray:
+def _argsort(k: np.ndarray, runs=None) -> np.ndarray:
     """A stable argsort of an order key, byte keys packed into integers where they fit, else
-    sorted by their first eight bytes (:func:`_argsort_wide`)."""
+    sorted by their first eight bytes (:func:`_argsort_wide`). ``runs``: :func:`argsort`'s."""
     if k.dtype.kind == "S" and len(k) > 1:
         packed = _packed(k)
         if packed is None:
-            return _argsort_wide(k)
+            return _argsort_wide(k, runs)
         k = packed
     if k.dtype.kind in "iu" and k.dtype.itemsize >= 4 and len(k) > 1:
-        return _argsort_integers(k)
+        return _argsort_integers(k, runs)
     return np.argsort(k, kind="stable")
 
 
@@ -156,7 +156,7 @@ def _varying_word(s: np.ndarray) -> np.ndarray:
     return word.view(">u8").reshape(-1).astype(np.uint64)
 
 
-def _argsort_wide(s: np.ndarray) -> np.ndarray:
+def _argsort_wide(s: np.ndarray, runs=None) -> np.ndarray:
     """The stable argsort of byte keys with more than eight varying byte columns: by the first
     eight of those as big-endian integers (:func:`_varying_word`; NumPy sorts and merges those
     faster than byte strings: BENCHMARKS.md section 2), then each run of keys equal in those bytes
@@ -168,7 +168,7 @@ def _argsort_wide(s: np.ndarray) -> np.ndarray:
     if width <= 8:
         return np.argsort(s, kind="stable")
     prefix = _varying_word(s)
-    order = _argsort_integers(prefix)
+    order = _argsort_integers(prefix, runs)
     tied = np.flatnonzero(prefix[order[1:]] == prefix[order[:-1]])
     if not len(tied):
         return order
@@ -183,6 +183,9 @@ def _argsort_wide(s: np.ndarray) -> np.ndarray:
 
 
 RUNS_PER_ELEMENT = 1 / 64  # fewer descents than this: sorted runs, which NumPy's timsort merges
+# a merge of sorted runs whose lengths hold less entropy than this (bits: log2 of the count of
+# equal runs) goes to NumPy's timsort, more to the SIMD sort (BENCHMARKS.md section 10)
+MERGE_BITS = 3.5
 MAX_MENDED_RUNS = 256  # more runs of keys cut short to mend than this: NumPy's stable sort instead
 MENDED_PER_ELEMENT = 1 / 16  # more rows in them than this: NumPy's stable sort instead
 # keys cut short that collide in a probe of about this many: NumPy's stable sort at once
@@ -190,7 +193,7 @@ PROBE = 8192
 TIED_PER_ELEMENT = 1 / 4  # more equal keys in the probe than this (and keys cut short): the same
 
 
-def _argsort_integers(k: np.ndarray) -> np.ndarray:
+def _argsort_integers(k: np.ndarray, runs=None) -> np.ndarray:
     """The stable argsort of integers of 4 or 8 bytes. Keys already in a few sorted runs (a merge's
     input) take NumPy's timsort, which merges them. Others are sorted as one word per key by
     NumPy's SIMD sort of numbers (several times faster than any argsort): the key's distance
@@ -206,7 +209,12 @@ def _argsort_integers(k: np.ndarray) -> np.ndarray:
     :mod:`host` memory: a dask worker hands NumPy's freed memory back, and each new array costs its
     pages again."""
     n = len(k)
-    if np.count_nonzero(np.less(k[1:], k[:-1], out=host.empty(n - 1, bool))) < n * RUNS_PER_ELEMENT:
+    if runs is not None:
+        presorted = merge_bits(runs) < MERGE_BITS
+    else:
+        descents = np.count_nonzero(np.less(k[1:], k[:-1], out=host.empty(n - 1, bool)))
+        presorted = descents < n * RUNS_PER_ELEMENT
+    if presorted:
         return np.argsort(k, kind="stable")
     if k.dtype.kind == "i":  # signed: sign bit flipped, the same order as unsigned words
         words = host.copy(k, np.int64).view(np.uint64)
@@ -284,10 +292,25 @@ def sort(keys, values=None, descending=False, na_position="last"):
     return keys[order] if values is None else (keys[order], values[order])
 
 
-def argsort(keys, descending=False, na_position="last"):
-    """Positions (int64) that sort ``keys`` stably."""
+def argsort(keys, descending=False, na_position="last", runs=None):
+    """Positions (int64) that sort ``keys`` stably. ``runs``: the lengths of the sorted runs that
+    ``keys`` is made of, end to end (a merge of them), which tell how NumPy sorts them fastest:
+    few runs (:func:`merge_bits` below :data:`MERGE_BITS`) by its timsort, which merges them,
+    many by its SIMD sort; without them, a count of the keys' descents tells."""
     na_first = K.check_one(keys, na_position)
-    return _argsort(_order_key(keys, descending, na_first)[0]).astype(np.int64, copy=False)
+    k = _order_key(keys, descending, na_first)[0]
+    return _argsort(k, runs).astype(np.int64, copy=False)
+
+
+def merge_bits(runs) -> float:
+    """The entropy, in bits, of runs of the lengths ``runs``: log2 of their count where they are
+    equal, less where some are longer (a merge of them costs about this many steps a key)."""
+    lengths = np.asarray(runs, np.float64)
+    lengths = lengths[lengths > 0]
+    if len(lengths) < 2:
+        return 0.0
+    p = lengths / lengths.sum()
+    return float(-(p * np.log2(p)).sum())
 
 
 def order_prefix(keys, descending=False, na_position="last"):
