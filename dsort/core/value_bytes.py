@@ -245,6 +245,8 @@ def number_word(x, xp=np, kind=None, out=None) -> tuple:
     flip = flip.view(bits.dtype)
     flip |= xp.array(1 << (8 * size - 1), dtype=bits.dtype)
     bits ^= flip
+    if xp is not np:  # no wait for the GPU: a choice on the host would need one
+        return xp.where(na, bits.dtype.type(0), bits), na
     if na.any():
         bits[na] = 0
     return bits, na
