@@ -100,12 +100,27 @@ def _gen(args) -> int:
 # -- dsort sort ----------------------------------------------------------------------------------
 
 
+def _parquet_input(args) -> bool:
+    """Whether INPUT is Parquet (``--format``, else what its files' names say); False where it
+    cannot be found: the sort reports that, with its exit code."""
+    from .core.errors import InputError
+    from .io._inputs import discover
+
+    if args.format:
+        return args.format == "parquet"
+    try:
+        return discover(args.input)[0] == "parquet"
+    except (InputError, OSError):
+        return False
+
+
 def _sort(args) -> int:
     from .engine import device as dev, host
     from .service import format_report, sort_files
 
-    # this process sorts on its own CPUs
-    if args.scheduler is None and (args.cpu or not dev.has_gpu()):
+    # this process sorts on its own CPUs (a Parquet file's rows stay on them unless --gpu)
+    on_cpu = args.cpu or (args.cpu is None and _parquet_input(args)) or not dev.has_gpu()
+    if args.scheduler is None and on_cpu:
         host.keep_freed_memory()
     report = sort_files(
         args.input,

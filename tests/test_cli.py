@@ -814,3 +814,30 @@ def test_option_parsers_and_check_blocks():
     assert rows_per_block(8, None) == (64 << 20) // 8 and rows_per_block(0, 10) == 10
     with dask.config.set({"dsort.check.block": "1KiB"}):
         assert rows_per_block(100, None) == 10
+
+
+@pytest.mark.parametrize("what", ["parquet", "parquet --gpu", "records", "records --cpu"])
+def test_the_command_keeps_freed_memory_where_it_sorts_on_its_cpus(tmp_path, monkeypatch, what):
+    """On a box with a GPU, `dsort sort` of a Parquet file (which stays on the CPU unless --gpu)
+    and any sort with --cpu tune this process's allocators for sorting on its CPUs; a records sort
+    that may take the GPU, or --gpu, leaves them as they are."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from dsort.engine import device as dev, host
+
+    calls = []
+    monkeypatch.setattr(dev, "has_gpu", lambda: True)
+    monkeypatch.setattr(host, "keep_freed_memory", lambda: calls.append(1))
+    kind, *flags = what.split()
+    src = tmp_path / ("in.parquet" if kind == "parquet" else "in.bin")
+    if kind == "parquet":
+        pq.write_table(pa.table({"k": np.arange(50)[::-1].copy()}), src)
+        flags += ["--by", "k"]
+    else:
+        src.write_bytes(np.random.default_rng(0).integers(0, 256, 100 * 20, dtype=np.uint8).tobytes())
+    # the sort itself may fail without a GPU (--gpu): only whether the allocators were tuned
+    # before it counts here
+    with contextlib.suppress(Exception):
+        main(["sort", str(src), str(tmp_path / "out"), *flags])
+    assert bool(calls) == (what in ("parquet", "records --cpu"))

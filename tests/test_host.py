@@ -221,3 +221,30 @@ def test_keeping_freed_memory_serves_arrays_from_the_heap():
         for how in ("default", "keep")
     ]
     assert said == [["True"], ["False"]]
+
+
+_ARROW_POOL = """
+import sys
+from dsort.engine import host
+if sys.argv[1] == "before":
+    import pyarrow
+assert host.keep_freed_memory()
+import pyarrow as pa
+print(pa.default_memory_pool().backend_name, pa.array(range(1000)).sum().as_py())
+"""
+
+
+@pytest.mark.parametrize("imported", ["before", "after"])
+def test_keeping_freed_memory_gives_arrow_the_same_heaps(imported):
+    """Arrow's arrays come from glibc's heaps too once :func:`host.keep_freed_memory` ran, whether
+    pyarrow was imported before it or after (its pool chosen by the variable it reads)."""
+    import ctypes
+    import os
+    import subprocess
+    import sys
+
+    if not hasattr(ctypes.CDLL(None), "mallopt"):
+        pytest.skip("not glibc")
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    said = subprocess.run([sys.executable, "-c", _ARROW_POOL, imported], capture_output=True, text=True, check=True, env=env)
+    assert said.stdout.split() == ["system", str(sum(range(1000)))]

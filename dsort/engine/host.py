@@ -197,13 +197,29 @@ def keep_freed_memory(keep: int = KEEP_FREED) -> bool:
     memory there for the next ones. By default it maps each array of 128 KiB or more afresh and
     unmaps it when freed, so its pages fault in every time: the columnar sort makes thousands of
     such arrays (keys, hashes, takes), and spent most of its system time there (BENCHMARKS.md
-    section 10). Process-wide, so never called for a library's caller. False where the C library has
-    no ``mallopt`` (not glibc)."""
+    section 10). Arrow's arrays come from the same heaps (its system pool): its default pool,
+    mimalloc, gives freed pages back to the system after 10 ms, and they faulted in again at the
+    next take (a third of a Parquet sort's CPU time was the system's). Process-wide, so never
+    called for a library's caller. False where the C library has no ``mallopt`` (not glibc)."""
     try:
         mallopt = ctypes.CDLL(None).mallopt
     except (OSError, AttributeError):
         return False
+    _arrow_from_heaps()
     M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
     return bool(mallopt(M_MMAP_THRESHOLD, HEAP_ARRAYS)) and bool(
         mallopt(M_TRIM_THRESHOLD, int(keep))
     )
+
+
+def _arrow_from_heaps() -> None:
+    """Arrow's default memory pool made its system pool (glibc's heaps): where pyarrow is not
+    imported yet, by the variable it reads as it loads (a sort of records never imports it)."""
+    import os
+    import sys
+
+    if "pyarrow" in sys.modules:
+        pa = sys.modules["pyarrow"]
+        pa.set_memory_pool(pa.system_memory_pool())
+    else:
+        os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
