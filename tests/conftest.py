@@ -58,6 +58,25 @@ def rng(request):
 
 
 @pytest.fixture(autouse=True)
+def arrow_pool_kept():
+    """Arrow's default memory pool as it was before each test: a `dsort sort` run in this process
+    (the command's ``main``) makes it the system pool for the rest of the process, as it does for a
+    command of its own (:func:`dsort.engine.host.keep_freed_memory`), and a later test of the
+    mimalloc pool's pages would measure the other pool's."""
+    import os
+    import sys
+
+    pa = sys.modules.get("pyarrow")
+    before = pa.default_memory_pool() if pa is not None else None
+    env = os.environ.get("ARROW_DEFAULT_MEMORY_POOL")
+    yield
+    if before is not None:
+        pa.set_memory_pool(before)
+    if env is None:
+        os.environ.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+
+
+@pytest.fixture(autouse=True)
 def small_runs(request):
     """Tests sort small arrays: runs of any size (not dsort.scale.min-run's megabytes), so their
     chunks still make several runs and the merges run. Tests marked ``default_scale`` keep the

@@ -599,9 +599,10 @@ def test_interrupted_sort_leaves_nothing_at_output(tmp_path, sig):
 def test_sigterm_at_any_moment_ends_the_run_promptly(tmp_path, delay):
     """From start-up to the merges: exit 143 within seconds, never a traceback, nothing left."""
     src, out = tmp_path / "in.bin", tmp_path / "out.bin"
-    dsort("gen", "records", 3_000_000, src)  # several seconds of sorting
+    dsort("gen", "records", 5_000_000, src)  # about 2.5 s of sorting on 2 cores (3e6: 1.4 s, too few)
     p = _dsort_process("sort", src, out, "--cpu", "--chunk-size", "4MB")
     time.sleep(delay)
+    assert p.poll() is None, "the sort ended before the signal: give it more records"
     p.send_signal(signal.SIGTERM)
     text = p.communicate(timeout=30)[0]
     assert p.returncode in (143, -signal.SIGTERM), text  # -15: before dsort's own handler was in place

@@ -284,6 +284,28 @@ def test_sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, exter
     _sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, external, None)
 
 
+@pytest.mark.parametrize("by", [["f"], ["s", "i"], ["n"]])
+@pytest.mark.parametrize("piece_rows", [83, 311])
+def test_row_groups_sorted_in_pieces_write_a_part_a_piece(tmp_path, rng, by, piece_rows):
+    """The in-memory sort cuts each row group into pieces of at most ``parquet-piece-rows`` rows
+    (a task each) and writes an output part a piece: the same sorted rows and checksums."""
+    with dask.config.set({"dsort.file-sort.parquet-piece-rows": piece_rows}):
+        _sort_job_writes_the_parts_in_order(tmp_path, rng, by, bool(rng.integers(2)), False, None, piece_rows)
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4, 1000])
+def test_pieces_cut_each_row_group_evenly(rows):
+    lens = [0, 1, 7, 8, 1000, 1001]
+    got = pio.pieces(lens, rows)
+    assert [sum(m for g, _, m in got if g == k) for k in range(len(lens))] == lens  # every row, once
+    for k, n in enumerate(lens):
+        mine = [(a, m) for g, a, m in got if g == k]
+        assert len(mine) == max(1, -(-n // rows))  # as few as fit
+        assert [a for a, _ in mine] == [sum(m for _, m in mine[:j]) for j in range(len(mine))]  # end to end
+        assert max(m for _, m in mine) <= max(rows, 0) or n == 0
+        assert max(m for _, m in mine) - min(m for _, m in mine) <= 1  # even
+
+
 @pytest.mark.gpu
 @pytest.mark.skipif(not HAS_GPU, reason="no CUDA device")
 @pytest.mark.parametrize("by", [["i"], ["f"], ["s"], ["n", "f"]])
@@ -292,7 +314,7 @@ def test_sort_job_orders_the_keys_on_the_gpu(tmp_path, rng, by, descending):
     _sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, False, "gpu")
 
 
-def _sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, external, device):
+def _sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, external, device, piece_rows=None):
     n = int(rng.integers(1, 3000))
     df = _frame(rng, n)
     src = tmp_path / "src"
@@ -301,7 +323,8 @@ def _sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, external,
     out = tmp_path / "out"
     out.mkdir()
     job = pio.sort_job(files, out, by=by, descending=descending, external=external, local_directory=tmp_path / "runs", device=device)
-    assert job.records == n and len(job.outputs) == len(groups)
+    parts = len(groups) if external or piece_rows is None else len(pio.pieces(groups, piece_rows))
+    assert job.records == n and len(job.outputs) == parts
     inputs, outputs = dask.compute(job.inputs, job.outputs, scheduler="sync")
     job.finish(outputs)
     manifest = pio.manifest(out)

@@ -33,7 +33,7 @@ import numpy as np
 
 from ..core.lazy import pd
 
-from ..collections import tasks
+from ..collections import config, tasks
 from ._job import SortJob, each, per_block
 from ..core.errors import InputError
 
@@ -223,18 +223,44 @@ def comparable(summaries, by, ascending, na_position) -> list:
     )
 
 
-def _columnar(job, parts, tmp, names, spec, device, sliced: bool):
-    """The columnar sort's graph (:mod:`dsort.core.table_chunk`) into ``job``: read, checksum and
-    sort each row group; plan, windows and cuts; each output merged, then written. ``sliced``
-    (a cluster): each output's slice of each sorted row group is a task of its own, beside the
-    row group, so only the slices travel to the merges; else (the embedded threads, which share
-    the row groups) each merge takes its slices itself."""
+def pieces(lens, rows: int) -> list[tuple[int, int, int]]:
+    """``(row group, first row, rows)`` of each piece the columnar sort checksums and sorts as a
+    task of its own: every row group cut into as few pieces of at most ``rows`` rows as it takes,
+    as even as can be (an empty one stays one piece). A file of a few big row groups keeps every
+    thread busy so: one task a row group left all but a few of 16 cores idle (BENCHMARKS.md
+    section 10)."""
+    out = []
+    for g, n in enumerate(lens):
+        k = max(1, -(-int(n) // max(1, int(rows))))
+        bounds = [int(n) * j // k for j in range(k + 1)]
+        out += [(g, a, b - a) for a, b in zip(bounds, bounds[1:])]
+    return out
+
+
+def _tally_piece(table, first: int, rows: int):
+    from ..core import table_chunk as TC
+
+    return TC.tally(table.slice(first, rows))
+
+
+def _sort_piece(table, first: int, rows: int, spec, device):
+    from ..core import table_chunk as TC
+
+    return TC.sort_part(table.slice(first, rows), spec, device)
+
+
+def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool):
+    """The columnar sort's graph (:mod:`dsort.core.table_chunk`) into ``job``: read each row group,
+    checksum and sort each of its pieces (``pcs``, :func:`pieces`); plan, windows and cuts; each
+    output merged, then written. ``sliced`` (a cluster): each output's slice of each sorted piece
+    is a task of its own, beside the piece, so only the slices travel to the merges; else (the
+    embedded threads, which share the pieces) each merge takes its slices itself."""
     from dask.base import tokenize
 
     from ..core import frame_chunk as FC, table_chunk as TC
 
-    token = tokenize(parts, spec, device, str(tmp), sliced)
-    ref, n = tasks.ref, len(parts)
+    token = tokenize(parts, pcs, spec, device, str(tmp), sliced)
+    ref, n = tasks.ref, len(pcs)
 
     def key(phase, *i):
         return (tasks.name(phase, token), *i) if i else tasks.name(phase, token)
@@ -244,10 +270,11 @@ def _columnar(job, parts, tmp, names, spec, device, sliced: bool):
     def add(k, func, *args):
         dsk[k] = tasks.task(k, func, *args)
 
-    for i, part in enumerate(parts):
-        add(key(tasks.READ, i), read_table, part)
-        add(key(tasks.CHECKSUM_INPUT, i), TC.tally, ref(key(tasks.READ, i)))
-        add(key(tasks.SORT, i), TC.sort_part, ref(key(tasks.READ, i)), spec, device)
+    for g, part in enumerate(parts):
+        add(key(tasks.READ, g), read_table, part)
+    for i, (g, first, rows) in enumerate(pcs):
+        add(key(tasks.CHECKSUM_INPUT, i), _tally_piece, ref(key(tasks.READ, g)), first, rows)
+        add(key(tasks.SORT, i), _sort_piece, ref(key(tasks.READ, g)), first, rows, spec, device)
         add(key(tasks.INFO, i), FC.info, ref(key(tasks.SORT, i)), len(names))
     plan, cut = ref(key(tasks.PLAN)), ref(key(tasks.SPLITTERS))
     add(
@@ -313,8 +340,12 @@ def sort_job(
     spec = _spec(schema, by, ascending, na_position, files)
     n = sum(lens)
     job = SortJob(records=n, nbytes=sum(Path(f).stat().st_size for f in files))
-    width = max(5, len(str(len(lens) - 1)))  # one width for all, so name order is part order
-    names = [f"part-{j:0{width}d}.parquet" for j in range(len(lens))]
+    # one output part a piece (the columnar sort's) or a row group (the external sort's)
+    pcs = [(g, 0, m) for g, m in enumerate(lens)]
+    if not external:
+        pcs = pieces(lens, config.get("file-sort.parquet-piece-rows"))
+    width = max(5, len(str(len(pcs) - 1)))  # one width for all, so name order is part order
+    names = [f"part-{j:0{width}d}.parquet" for j in range(len(pcs))]
 
     def finish(summaries):
         manifest = {
@@ -336,7 +367,7 @@ def sort_job(
     if n == 0:
         return job
     if not external:
-        _columnar(job, parts, tmp, names, spec, device, sliced=cluster)
+        _columnar(job, parts, pcs, tmp, names, spec, device, sliced=cluster)
         return job
     from ..collections.dataframe import sort_values
 
