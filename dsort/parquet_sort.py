@@ -1,7 +1,7 @@
 """The sort of Parquet files by columns for :func:`dsort.service.run`: the columnar sort in memory
-(one part per row group) or, where the files would not fit, the dataframe sort through runs
-(:func:`dsort.io.parquet.sort_job`), on the embedded threads or a cluster; then published as the
-records sort is (counts, checksums and order checked, the directory renamed into place).
+(one part per piece of a row group) or, where the files would not fit, the dataframe sort through
+runs (:func:`dsort.io.parquet.sort_job`), on the embedded threads or a cluster; then published as
+the records sort is (counts, checksums and order checked, the directory renamed into place).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from .request import Null, SortRequest, check
 
 def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
     """Parquet rows by columns (:func:`dsort.io.parquet.sort_job`), on the embedded threads or the
-    cluster: the columnar sort in memory (one part per row group) where
+    cluster: the columnar sort in memory (one part per piece of a row group) where
     ``dsort.file-sort.parquet-memory-factor`` times the files fit the memory, its keys ordered on
     one GPU where ``req.limits.cpu`` is False (``--gpu``); else the dataframe sort through runs
     under ``req.limits.local_directory`` (default: beside OUTPUT), parts balanced to within one

@@ -2,16 +2,17 @@
 manifest.
 
 Where the files fit in memory, the sort is columnar (:mod:`dsort.core.table_chunk`): each row group
-is read as an Arrow table, only its key columns are encoded and sorted by the engine, and every
-column moves by Arrow's ``take``; the cuts are the dataframe sort's, from the keys alone; each
-output part merges its slices of every sorted row group (on a cluster, slice tasks beside the row
-groups, so only the slices travel) and is then written. Beyond memory the row groups are the
-partitions of :func:`dsort.dataframe.sort_values`, external.
+is read as an Arrow table and sorted in pieces (:func:`pieces`), only the key columns encoded and
+sorted by the engine, every column moved by Arrow's ``take``; the cuts are the dataframe sort's,
+from the keys alone; each output part merges its slices of every sorted piece (on a cluster, slice
+tasks beside the pieces, so only the slices travel) and is then written. Beyond memory the row
+groups are the partitions of :func:`dsort.dataframe.sort_values`, external.
 
 The output directory holds ``part-00000.parquet``, ``part-00001.parquet``, ... (the sorted rows in
-that order, one part per input row group) and ``_dsort.json``: the parts in order with their row
-counts, the sort columns and directions, the record count and checksum. Any Parquet reader reads
-the directory; ``dsort check`` reads the manifest to know the order to verify.
+that order, one part per piece of the columnar sort, or per input row group of the external one)
+and ``_dsort.json``: the parts in order with their row counts, the sort columns and directions,
+the record count and checksum. Any Parquet reader reads the directory; ``dsort check`` reads the
+manifest to know the order to verify.
 
 Every column is read as Arrow-backed pandas (``pd.ArrowDtype``), so the values and Arrow types
 of the output are the input's: an integer or boolean column with nulls stays one, NaN stays apart
