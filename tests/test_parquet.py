@@ -408,3 +408,22 @@ def test_check_across_parts_of_different_string_widths_like_python(tmp_path, rng
     order = pio.check_order(by=["s", "k"], descending=descending)
     total = valsort.combine(pio.comparable(dask.compute(*pio.check_tasks(files, *order), scheduler="sync"), *order))
     assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))
+
+
+def test_a_part_is_flushed_by_the_task_that_wrote_it(tmp_path, monkeypatch):
+    """write_part flushes its file to the disk itself (the writes' flushes overlap the other tasks,
+    not one after another at the publish): the file it syncs holds the whole table."""
+    import os
+
+    synced = []
+    real = os.fsync
+
+    def fsync(fd):
+        synced.append(os.fstat(fd).st_ino)
+        real(fd)
+
+    monkeypatch.setattr(pio.os, "fsync", fsync)
+    table = pa.table({"k": np.arange(1000), "s": [str(i) for i in range(1000)]})
+    pio.write_part(table, tmp_path / "p.parquet")
+    assert synced == [(tmp_path / "p.parquet").stat().st_ino]
+    assert pq.read_table(tmp_path / "p.parquet").equals(table)

@@ -28,6 +28,7 @@ in width, so the CRC-32 of fixed-width records does not apply); the checksum is 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -134,14 +135,22 @@ def read_table(part):
 
 
 def write_part(table, path) -> None:
-    """``table`` as one Parquet file, without pandas' metadata; dictionary pages for string and
-    binary columns only (a dictionary of numbers is tried, then dropped, at some cost)."""
+    """``table`` as one Parquet file, without pandas' metadata, flushed to its disk; dictionary
+    pages for string and binary columns only (a dictionary of numbers is tried, then dropped, at
+    some cost)."""
     import pyarrow.parquet as pq
     import pyarrow.types as t
 
     kinds = (t.is_string, t.is_large_string, t.is_binary, t.is_large_binary)
     words = [f.name for f in table.schema if any(k(f.type) for k in kinds)]
     pq.write_table(table.replace_schema_metadata(None), path, use_dictionary=words)
+    # flushed by the task that wrote it, beside the other tasks: the publish's flush of every part,
+    # one after another as the command's last step, took 0.3-0.7 s of a 3e7-row sort on 2 cores
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _spec(schema, by, ascending, na_position, files=()):
