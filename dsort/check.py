@@ -69,7 +69,10 @@ def check_path(
             parts = dask.compute(*tasks, scheduler="threads") if tasks else []
     if fmt == "parquet":  # the parts' first and last rows, encoded at one width
         parts = parquet.comparable(parts, *order)
-    return valsort.combine(parts, descending=descending and fmt != "parquet")
+    total = valsort.combine(parts, descending=descending and fmt != "parquet")
+    if fmt == "parquet" and dirs and parquet.manifest(dirs[0]):
+        total.problems = parquet.against_manifest(parquet.manifest(dirs[0]), files, total)
+    return total
 
 
 class _null:
@@ -81,14 +84,17 @@ class _null:
 
 
 def report_check(s: valsort.Summary, out=None) -> None:
-    """``valsort``'s report."""
+    """``valsort``'s report, and a FAILURE line for each of the check's other problems (records
+    or parts of a dsort output missing against its manifest)."""
     out = out or sys.stdout
     print(f"Records: {s.records:,}", file=out)
     print(f"Checksum: {s.checksum:x}", file=out)
     print(f"Duplicate keys: {s.duplicates:,}", file=out)
-    if s.sorted:
+    for problem in s.problems:
+        print(f"FAILURE - {problem}", file=out)
+    if s.sorted and not s.problems:
         print("SUCCESS - all records are in order", file=out)
-    else:
+    elif not s.sorted:
         print(
             f"FAILURE - {s.unordered:,} records out of order, the first at record "
             f"{s.first_unordered:,}",

@@ -163,7 +163,7 @@ def _check(args) -> int:
         other = "descending" if not args.descending else "ascending"
         flag = "--descending" if not args.descending else "no --descending"
         print(f"(it is in {other} order: check it with {flag}, as it was sorted)")
-    return 0 if s.sorted else 1
+    return 0 if s.sorted and not s.problems else 1
 
 
 def _reversed_order(s) -> bool:

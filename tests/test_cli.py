@@ -842,3 +842,44 @@ def test_the_command_keeps_freed_memory_where_it_sorts_on_its_cpus(tmp_path, mon
     with contextlib.suppress(Exception):
         main(["sort", str(src), str(tmp_path / "out"), *flags])
     assert bool(calls) == (what in ("parquet", "records --cpu"))
+
+
+@pytest.mark.parametrize("damage", ["none", "a part removed", "a row dropped", "a part doubled", "a part added"])
+def test_check_holds_a_parquet_output_to_its_manifest(tmp_path, capsys, damage):
+    """`dsort check` of a dsort output directory compares it with its manifest: a part lost whole,
+    a row dropped from one or a Parquet file the manifest does not list fails the check (exit 1,
+    a FAILURE line naming it), though the rows left are still in order."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng()
+    n = 3000
+    pq.write_table(pa.table({"k": rng.integers(0, 1000, n), "v": rng.random(n)}), tmp_path / "in.parquet", row_group_size=500)
+    out = tmp_path / "out"
+    assert dsort("sort", tmp_path / "in.parquet", out, "--by", "k", "--cpu") == 0  # a part a row group
+    parts = sorted(p for p in out.iterdir() if p.suffix == ".parquet")
+    assert len(parts) == 6
+    if damage == "a part removed":
+        parts[3].unlink()
+    elif damage == "a row dropped":
+        t = pq.read_table(parts[2])
+        pq.write_table(t.slice(0, len(t) - 1), parts[2])
+    elif damage == "a part doubled":  # the copy sorts last, its first key after the last part's
+        last = pq.read_table(parts[-1])
+        pq.write_table(last.slice(len(last) - 1), out / "part-99999.parquet")
+    elif damage == "a part added":
+        pq.write_table(pq.read_table(parts[-1]).slice(0, 0), out / "zz-extra.parquet")
+    capsys.readouterr()
+    code = dsort("check", out)
+    text = capsys.readouterr().out
+    if damage == "none":
+        assert code == 0 and "SUCCESS" in text and "FAILURE" not in text, text
+        return
+    assert code == 1 and "SUCCESS" not in text, text
+    expect = {
+        "a part removed": "part(s) the manifest lists are missing: part-00003.parquet",
+        "a row dropped": f"{n - 1:,} records where the manifest says {n:,}",
+        "a part doubled": "Parquet file(s) the manifest does not list: part-99999.parquet",
+        "a part added": "Parquet file(s) the manifest does not list: zz-extra.parquet",
+    }[damage]
+    assert f"FAILURE - 1 {expect}" in text or f"FAILURE - {expect}" in text, text

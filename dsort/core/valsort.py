@@ -159,6 +159,9 @@ class Summary:
     first_key: object = field(default=None, repr=False)
     last_key: object = field(default=None, repr=False)
     bytes: int = 0
+    # what else a check found wrong, a line each (a dsort output against its manifest: parts or
+    # records missing): a failure as records out of order are
+    problems: list = field(default_factory=list, repr=False)
 
     @property
     def sorted(self) -> bool:

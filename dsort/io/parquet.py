@@ -409,6 +409,34 @@ def manifest(path: Path) -> dict | None:
     return json.loads(m.read_text()) if m.is_file() else None
 
 
+def against_manifest(manifest: dict, files, found) -> list[str]:
+    """What a check of a dsort output directory (``files``, its Parquet files; ``found``, their
+    :class:`~dsort.core.valsort.Summary`) finds wrong against the directory's ``manifest``: parts
+    it lists that are missing, Parquet files it does not list, and records or a checksum other than
+    the sort wrote; one line each, none where all agree. Records in order are not enough: a
+    part lost whole, or rows dropped from one, leaves the rest in order."""
+    listed = [p.get("path") for p in manifest.get("parts", []) if isinstance(p, dict)]
+    present = {Path(f).name for f in files}
+    out = []
+
+    def shown(names):
+        return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+    missing = [p for p in listed if p not in present]
+    if missing:
+        out.append(f"{len(missing)} part(s) the manifest lists are missing: {shown(missing)}")
+    extra = sorted(present - set(listed))
+    if extra:
+        out.append(f"{len(extra)} Parquet file(s) the manifest does not list: {shown(extra)}")
+    records = int(manifest.get("records", -1))
+    if found.records != records:
+        out.append(f"{found.records:,} records where the manifest says {records:,}")
+    checksum = str(manifest.get("checksum", ""))
+    if f"{found.checksum:x}" != checksum:
+        out.append(f"checksum {found.checksum:x} where the manifest says {checksum}")
+    return out
+
+
 def _check_part(part, spec):
     from ..core import table_chunk as TC
 
