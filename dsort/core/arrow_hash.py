@@ -32,7 +32,7 @@ _BYTES = np.uint64(0x165667B19E3779F9)
 _STRUCT = np.uint64(0x27D4EB2F165667C5)
 _ROW = np.uint64(0x85EBCA77C2B2AE63)
 BLOCK_ROWS = 1 << 16  # rows hashed at once by row_hashes: a block's words fit the CPU's cache
-_CHUNK_BYTES = 1 << 22  # bytes hashed at once: the byte polynomial holds 24 bytes of work a byte
+_CHUNK_BYTES = 1 << 16  # bytes hashed at once: the byte polynomial holds 24 bytes of work a byte
 
 
 def mix(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -291,23 +291,27 @@ def _padded_words(data, offsets, rows) -> list:
 
 def _polynomial(data, offsets, rows) -> np.ndarray:
     """A polynomial over the bytes of each of values ``rows``, in blocks of about
-    :data:`_CHUNK_BYTES` bytes (at least one value)."""
-    got, bounds = _gather_bytes(data, offsets, rows)
+    :data:`_CHUNK_BYTES` bytes (at least one value), each block's bytes gathered, weighed and
+    summed while they are in the CPU's cache."""
+    lengths = offsets[rows + 1] - offsets[rows]
+    bounds = np.zeros(len(rows) + 1, np.int64)
+    np.cumsum(lengths, out=bounds[1:])
     out = np.empty(len(rows), np.uint64)
-    powers = _powers(int(np.diff(bounds).max()) if len(rows) else 0)
+    powers = _powers(int(lengths.max()) if len(rows) else 0)
     r = 0
     while r < len(rows):
         e = min(
             max(int(np.searchsorted(bounds, bounds[r] + _CHUNK_BYTES, "right")) - 1, r + 1),
             len(rows),
         )
-        lo, hi = int(bounds[r]), int(bounds[e])
-        d = got[lo:hi].astype(np.uint64)
+        d, _ = _gather_bytes(data, offsets, rows[r:e])
+        d = d.astype(np.uint64)
         d += np.uint64(1)
+        local = bounds[r : e + 1] - bounds[r]
         with np.errstate(over="ignore"):
-            d *= powers[_places(bounds[r : e + 1] - lo).view(np.int64)]
+            d *= powers[_places(local).view(np.int64)]
             sums = _sums(d)
-            out[r:e] = sums[bounds[r + 1 : e + 1] - lo] - sums[bounds[r:e] - lo]
+            out[r:e] = sums[local[1:]] - sums[local[:-1]]
         r = e
     return out
 
