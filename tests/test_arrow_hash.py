@@ -128,3 +128,15 @@ def test_long_values_hash_the_same_in_blocks_of_any_size(rng, monkeypatch):
     monkeypatch.setattr(H, "_CHUNK_BYTES", 50)
     np.testing.assert_array_equal(H.hashes(a), whole)
     assert len(set(whole.tolist())) == len(set(values))
+
+
+def test_long_values_differing_in_one_byte_hash_apart(rng):
+    """Values over two words, hashed by their 8-byte words: any one bit flipped (in a whole word
+    or the zero-padded last), a byte more or less, or a zero byte added, gives another hash."""
+    base = bytes(rng.integers(0, 256, 70, dtype=np.uint8).tolist())
+    variants = [base[:k] for k in range(17, 71)]
+    variants += [base[:i] + bytes([base[i] ^ (1 << b)]) + base[i + 1 :] for i in range(70) for b in range(8)]
+    variants += [base + b"\x00", base[:40] + b"\x00", base[:41]]
+    for typ in (pa.binary(), pa.large_binary()):
+        h = H.hashes(pa.array(variants, typ))
+        assert len(set(h.tolist())) == len(set(variants))

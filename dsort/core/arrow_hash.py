@@ -10,8 +10,8 @@ doubled or changed.
 - fixed-width values (integers, floats, booleans, temporals, decimals, fixed-size binary): their
   bits, one word as it is, several words folded and mixed (SplitMix64's finalizer);
 - strings and binaries: values of up to 16 bytes as two zero-padded words, longer ones a
-  polynomial over their bytes (each byte times a power of an odd constant by its place,
-  summed), folded with the length and mixed;
+  polynomial over their 8-byte words (each word mixed, times a power of an odd constant by its
+  place, summed), folded with the length and mixed;
 - lists, large lists, maps and fixed-size lists: a polynomial over their elements' hashes, then
   the length;
 - structs: their fields' hashes folded in field order; dictionaries: their values';
@@ -25,6 +25,9 @@ from __future__ import annotations
 
 import numpy as np
 
+# The hashes' definition: another version makes other checksums of the same values (a manifest
+# written with another one is not held to its checksum). 2: strings over 16 bytes hashed by word.
+VERSION = 2
 NULL = np.uint64(0x9E3779B97F4A7C15)
 _K = np.uint64(0xFF51AFD7ED558CCD)  # odd: the polynomial's base and the fold's multiplier
 _LIST = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -32,7 +35,7 @@ _BYTES = np.uint64(0x165667B19E3779F9)
 _STRUCT = np.uint64(0x27D4EB2F165667C5)
 _ROW = np.uint64(0x85EBCA77C2B2AE63)
 BLOCK_ROWS = 1 << 16  # rows hashed at once by row_hashes: a block's words fit the CPU's cache
-_CHUNK_BYTES = 1 << 16  # bytes hashed at once: the byte polynomial holds 24 bytes of work a byte
+_CHUNK_BYTES = 1 << 17  # bytes hashed at once: their words and a few arrays of them fit the cache
 
 
 def mix(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -232,8 +235,8 @@ def _powers(n: int) -> np.ndarray:
 
 def _bytes(a) -> np.ndarray:
     """Hashes of a string or binary array's values, each mixed with its length: values of up to
-    16 bytes as two words (zero-padded), folded; longer ones a polynomial over their bytes (each
-    times a power of an odd constant by its place, summed)."""
+    16 bytes as two words (zero-padded), folded; longer ones a polynomial over their 8-byte words
+    (:func:`_polynomial`)."""
     n = len(a)
     big = a.type.id in (_large_ids())
     offsets = np.frombuffer(a.buffers()[1], np.int64 if big else np.int32)[
@@ -252,17 +255,6 @@ def _bytes(a) -> np.ndarray:
         rows = np.flatnonzero(~short)
         out[rows] = _fold(out[rows], [_polynomial(data, offsets, rows)], mixed=False)
     return mix(out, out=out)
-
-
-def _gather_bytes(data, offsets, rows):
-    """``(bytes, bounds)``: the bytes of values ``rows`` end to end, and their bounds in them
-    (from 0)."""
-    starts, lengths = offsets[rows], offsets[rows + 1] - offsets[rows]
-    bounds = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lengths, out=bounds[1:])
-    src = _places(bounds).view(np.int64)
-    src += np.repeat(starts, lengths)
-    return data[src], bounds
 
 
 # the bytes of a word that a value of k bytes fills
@@ -290,26 +282,41 @@ def _padded_words(data, offsets, rows) -> list:
 
 
 def _polynomial(data, offsets, rows) -> np.ndarray:
-    """A polynomial over the bytes of each of values ``rows``, in blocks of about
-    :data:`_CHUNK_BYTES` bytes (at least one value), each block's bytes gathered, weighed and
-    summed while they are in the CPU's cache."""
-    lengths = offsets[rows + 1] - offsets[rows]
+    """A polynomial over the 8-byte words of each of values ``rows`` (little-endian, the last
+    zero-padded; each word plus one, mixed, times a power of an odd constant by its place,
+    summed), in blocks of about :data:`_CHUNK_BYTES` bytes (at least one value), each block's
+    words read, weighed and summed while they are in the CPU's cache."""
+    starts = offsets[rows]
+    lengths = offsets[rows + 1] - starts
+    words = (lengths + 7) // 8
     bounds = np.zeros(len(rows) + 1, np.int64)
-    np.cumsum(lengths, out=bounds[1:])
+    np.cumsum(words, out=bounds[1:])
     out = np.empty(len(rows), np.uint64)
-    powers = _powers(int(lengths.max()) if len(rows) else 0)
+    powers = _powers(int(words.max()) if len(rows) else 0)
     r = 0
     while r < len(rows):
         e = min(
-            max(int(np.searchsorted(bounds, bounds[r] + _CHUNK_BYTES, "right")) - 1, r + 1),
+            max(int(np.searchsorted(bounds, bounds[r] + _CHUNK_BYTES // 8, "right")) - 1, r + 1),
             len(rows),
         )
-        d, _ = _gather_bytes(data, offsets, rows[r:e])
-        d = d.astype(np.uint64)
-        d += np.uint64(1)
+        # the block's bytes, 8 zero bytes past them: a word read at any of them stays inside
+        base, end = int(starts[r]), int(offsets[rows[e - 1] + 1])
+        padded = np.zeros(end - base + 8, np.uint8)
+        padded[: end - base] = data[base:end]
+        at_any_byte = np.ndarray((end - base + 1,), dtype="V8", buffer=padded, strides=(1,))
         local = bounds[r : e + 1] - bounds[r]
+        place = _places(local).view(np.int64)
+        at = np.repeat(starts[r:e] - base, words[r:e]) + 8 * place
+        d = at_any_byte[at].view("<u8")
+        last = local[1:] - 1  # each value's last word: its bytes past the value's end cleared
+        d[last] &= _LOW[lengths[r:e] - 8 * (words[r:e] - 1)]
+        d += np.uint64(1)
+        # mixed first: a word's top bits times a power of the odd constant reach no other bits
+        # (a top bit flipped in any word changed the sum alike: two values a bit apart in two
+        # words hashed equal)
+        mix(d, out=d)
         with np.errstate(over="ignore"):
-            d *= powers[_places(local).view(np.int64)]
+            d *= powers[place]
             sums = _sums(d)
             out[r:e] = sums[local[1:]] - sums[local[:-1]]
         r = e
