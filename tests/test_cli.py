@@ -844,11 +844,14 @@ def test_the_command_keeps_freed_memory_where_it_sorts_on_its_cpus(tmp_path, mon
     assert bool(calls) == (what in ("parquet", "records --cpu"))
 
 
-@pytest.mark.parametrize("damage", ["none", "a part removed", "a row dropped", "a part doubled", "a part added"])
+@pytest.mark.parametrize(
+    "damage", ["none", "a part removed", "a row dropped", "a part doubled", "a part added", "another checksum", "an older manifest"]
+)
 def test_check_holds_a_parquet_output_to_its_manifest(tmp_path, capsys, damage):
     """`dsort check` of a dsort output directory compares it with its manifest: a part lost whole,
     a row dropped from one or a Parquet file the manifest does not list fails the check (exit 1,
-    a FAILURE line naming it), though the rows left are still in order."""
+    a FAILURE line naming it), though the rows left are still in order; so does another checksum,
+    unless the manifest's rows were hashed by an older dsort (no ``row_hash``: not comparable)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -869,10 +872,18 @@ def test_check_holds_a_parquet_output_to_its_manifest(tmp_path, capsys, damage):
         pq.write_table(last.slice(len(last) - 1), out / "part-99999.parquet")
     elif damage == "a part added":
         pq.write_table(pq.read_table(parts[-1]).slice(0, 0), out / "zz-extra.parquet")
+    elif damage in ("another checksum", "an older manifest"):  # older: rows hashed otherwise
+        import json
+
+        manifest = json.loads((out / "_dsort.json").read_text())
+        manifest["checksum"] = "123abc"
+        if damage == "an older manifest":
+            del manifest["row_hash"]
+        (out / "_dsort.json").write_text(json.dumps(manifest))
     capsys.readouterr()
     code = dsort("check", out)
     text = capsys.readouterr().out
-    if damage == "none":
+    if damage in ("none", "an older manifest"):
         assert code == 0 and "SUCCESS" in text and "FAILURE" not in text, text
         return
     assert code == 1 and "SUCCESS" not in text, text
@@ -881,5 +892,6 @@ def test_check_holds_a_parquet_output_to_its_manifest(tmp_path, capsys, damage):
         "a row dropped": f"{n - 1:,} records where the manifest says {n:,}",
         "a part doubled": "Parquet file(s) the manifest does not list: part-99999.parquet",
         "a part added": "Parquet file(s) the manifest does not list: zz-extra.parquet",
+        "another checksum": "where the manifest says 123abc",
     }[damage]
-    assert f"FAILURE - 1 {expect}" in text or f"FAILURE - {expect}" in text, text
+    assert f"FAILURE - 1 {expect}" in text or f"FAILURE - {expect}" in text or ("FAILURE - checksum" in text and expect in text), text
