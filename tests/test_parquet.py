@@ -427,3 +427,23 @@ def test_a_part_is_flushed_by_the_task_that_wrote_it(tmp_path, monkeypatch):
     pio.write_part(table, tmp_path / "p.parquet")
     assert synced == [(tmp_path / "p.parquet").stat().st_ino]
     assert pq.read_table(tmp_path / "p.parquet").equals(table)
+
+
+def test_pieces_of_wide_rows_hold_fewer_of_them(tmp_path):
+    """A piece holds at most parquet-piece-rows rows, and about parquet-piece-bytes of decoded
+    rows where rows are wide (as the row groups' footers count them), never fewer than
+    MIN_PIECE_ROWS."""
+    n = 20_000
+    narrow, wide = tmp_path / "narrow.parquet", tmp_path / "wide.parquet"
+    pq.write_table(pa.table({"k": np.arange(n)}), narrow)
+    pq.write_table(pa.table({"k": np.arange(n), "s": [f"{i:0>1000}" for i in range(n)]}), wide, compression="none")
+    most = int(dask.config.get("dsort.file-sort.parquet-piece-rows"))
+    assert pio.piece_rows([narrow]) == most
+    meta = pq.ParquetFile(wide).metadata
+    row_bytes = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)) / n
+    got = pio.piece_rows([wide])
+    assert pio.MIN_PIECE_ROWS < got < most and abs(got - (16 << 20) / row_bytes) <= 1
+    with dask.config.set({"dsort.file-sort.parquet-piece-bytes": "1MiB"}):
+        assert pio.piece_rows([wide]) == pio.MIN_PIECE_ROWS
+    with dask.config.set({"dsort.file-sort.parquet-piece-rows": 100}):
+        assert pio.piece_rows([wide]) == 100

@@ -247,6 +247,28 @@ def pieces(lens, rows: int) -> list[tuple[int, int, int]]:
     return out
 
 
+MIN_PIECE_ROWS = 8192  # however wide the rows: a task's fixed costs stay small beside its rows
+
+
+def piece_rows(files) -> int:
+    """The rows of a piece (:func:`pieces`): ``dsort.file-sort.parquet-piece-rows``, fewer where
+    the files' rows are wide (their row groups' decoded bytes a row, as the footers say), so a
+    piece holds about ``parquet-piece-bytes``: a piece's keys of long strings as wide as the
+    longest value (40 MB for 262,144 rows of 150 bytes) were each a new mapping of memory, past
+    what the allocator keeps, their pages faulted in again (BENCHMARKS.md section 10)."""
+    rows = nbytes = 0
+    for f in files:
+        meta = _open(f).metadata
+        for g in range(meta.num_row_groups):
+            rows += meta.row_group(g).num_rows
+            nbytes += meta.row_group(g).total_byte_size
+    most = int(config.get("file-sort.parquet-piece-rows"))
+    if not rows or not nbytes:
+        return most
+    fit = int(config.nbytes("file-sort.parquet-piece-bytes") * rows // nbytes)
+    return max(min(most, fit), min(most, MIN_PIECE_ROWS))
+
+
 def _tally_piece(table, first: int, rows: int):
     from ..core import table_chunk as TC
 
@@ -353,7 +375,7 @@ def sort_job(
     # one output part a piece (the columnar sort's) or a row group (the external sort's)
     pcs = [(g, 0, m) for g, m in enumerate(lens)]
     if not external:
-        pcs = pieces(lens, config.get("file-sort.parquet-piece-rows"))
+        pcs = pieces(lens, piece_rows(files))
     width = max(5, len(str(len(pcs) - 1)))  # one width for all, so name order is part order
     names = [f"part-{j:0{width}d}.parquet" for j in range(len(pcs))]
 
