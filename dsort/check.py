@@ -33,7 +33,7 @@ def check_path(
     import dask
 
     from . import io
-    from .io import npy, parquet, records
+    from .io import npy, parquet, parquet_check, records
 
     fmt, files, dirs = io.discover(path, fmt)
     if fmt == "records":
@@ -51,10 +51,10 @@ def check_path(
             descending=descending,
         )
     else:
-        order = parquet.check_order(
+        order = parquet_check.check_order(
             by=by, descending=descending, order=parquet.manifest(dirs[0]) if dirs else None
         )
-        tasks = parquet.check_tasks(files, *order)
+        tasks = parquet_check.check_tasks(files, *order)
     if scheduler:
         from .cluster import connect
         from .progress import run
@@ -71,7 +71,7 @@ def check_path(
         parts = parquet.comparable(parts, *order)
     total = valsort.combine(parts, descending=descending and fmt != "parquet")
     if fmt == "parquet" and dirs and parquet.manifest(dirs[0]):
-        total.problems = parquet.against_manifest(parquet.manifest(dirs[0]), files, total)
+        total.problems = parquet_check.against_manifest(parquet.manifest(dirs[0]), files, total)
     return total
 
 

@@ -12,6 +12,7 @@ import pytest
 from dsort.core import valsort
 from dsort.io import InputError
 from dsort.io import parquet as pio
+from dsort.io import parquet_check as pcheck
 
 from .conftest import HAS_GPU
 
@@ -335,8 +336,8 @@ def _sort_job_writes_the_parts_in_order(tmp_path, rng, by, descending, external,
     want = pa.Table.from_pandas(_reference(df, by, descending), preserve_index=False).replace_schema_metadata(None).to_pandas()
     pd.testing.assert_frame_equal(got, want)  # as pandas reads a file without its metadata (dsort drops it)
     assert sorted(p.name for p in out.iterdir()) == sorted([pio.MANIFEST, *(p["path"] for p in manifest["parts"])])
-    order = pio.check_order(order=manifest)
-    check = pio.check_tasks([out / p["path"] for p in manifest["parts"]], *order)
+    order = pcheck.check_order(order=manifest)
+    check = pcheck.check_tasks([out / p["path"] for p in manifest["parts"]], *order)
     total = valsort.combine(pio.comparable(dask.compute(*check, scheduler="sync"), *order))
     assert (total.records, total.unordered, total.checksum) == (n, 0, int(manifest["checksum"], 16))
 
@@ -366,27 +367,27 @@ def test_check_tasks_count_out_of_order_rows_like_python(tmp_path, rng, descendi
     files, _ = _files(tmp_path, df, 2, rng)
     keys = list(zip(df["a"].tolist(), df["b"].tolist()))
     later = [(k < p) if not descending else (k > p) for p, k in zip(keys, keys[1:])]
-    order = pio.check_order(by=["a", "b"], descending=descending)
-    total = valsort.combine(pio.comparable(dask.compute(*pio.check_tasks(files, *order), scheduler="sync"), *order))
+    order = pcheck.check_order(by=["a", "b"], descending=descending)
+    total = valsort.combine(pio.comparable(dask.compute(*pcheck.check_tasks(files, *order), scheduler="sync"), *order))
     assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))
     assert total.first_unordered == (later.index(True) + 1 if any(later) else None)
     shuffled = tmp_path / "shuffled.parquet"
     pq.write_table(pa.Table.from_pandas(df.sample(frac=1, random_state=int(rng.integers(2**31))), preserve_index=False), shuffled)
-    again = valsort.combine(dask.compute(*pio.check_tasks([shuffled], *pio.check_order(by=["a", "b"])), scheduler="sync"))
+    again = valsort.combine(dask.compute(*pcheck.check_tasks([shuffled], *pcheck.check_order(by=["a", "b"])), scheduler="sync"))
     assert again.checksum == total.checksum and again.records == n  # a sum: the order does not change it
 
 
 def test_check_tasks_need_the_sort_columns(tmp_path):
     pq.write_table(pa.table({"a": [1, 2]}), tmp_path / "t.parquet")
     with pytest.raises(InputError, match="pass --by"):
-        pio.check_order()
+        pcheck.check_order()
     order = {"by": ["a"], "ascending": [True]}
     with pytest.raises(InputError, match="--descending: this directory's _dsort.json says it was sorted by a ascending"):
-        pio.check_order(descending=True, order=order)
-    assert pio.check_order(order=order) == (["a"], [True], "last")
-    assert len(pio.check_tasks([tmp_path / "t.parquet"], *pio.check_order(order=order))) == 1
+        pcheck.check_order(descending=True, order=order)
+    assert pcheck.check_order(order=order) == (["a"], [True], "last")
+    assert len(pcheck.check_tasks([tmp_path / "t.parquet"], *pcheck.check_order(order=order))) == 1
     with pytest.raises(InputError, match="no column 'x'"):
-        pio.check_tasks([tmp_path / "t.parquet"], *pio.check_order(by=["x"]))
+        pcheck.check_tasks([tmp_path / "t.parquet"], *pcheck.check_order(by=["x"]))
 
 
 @pytest.mark.parametrize("descending", [False, True])
@@ -405,8 +406,8 @@ def test_check_across_parts_of_different_string_widths_like_python(tmp_path, rng
     files, _ = _files(tmp_path, df, int(rng.integers(1, 4)), rng)
     keys = list(zip(s, df["k"].tolist()))
     later = [(k < p) if not descending else (k > p) for p, k in zip(keys, keys[1:])]
-    order = pio.check_order(by=["s", "k"], descending=descending)
-    total = valsort.combine(pio.comparable(dask.compute(*pio.check_tasks(files, *order), scheduler="sync"), *order))
+    order = pcheck.check_order(by=["s", "k"], descending=descending)
+    total = valsort.combine(pio.comparable(dask.compute(*pcheck.check_tasks(files, *order), scheduler="sync"), *order))
     assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))
 
 
