@@ -423,7 +423,9 @@ def test_a_part_is_flushed_by_the_task_that_wrote_it(tmp_path, monkeypatch):
         synced.append(os.fstat(fd).st_ino)
         real(fd)
 
-    monkeypatch.setattr(pio.os, "fsync", fsync)
+    from dsort.io import _output
+
+    monkeypatch.setattr(_output.os, "fsync", fsync)
     table = pa.table({"k": np.arange(1000), "s": [str(i) for i in range(1000)]})
     pio.write_part(table, tmp_path / "p.parquet")
     assert synced == [(tmp_path / "p.parquet").stat().st_ino]

@@ -291,7 +291,8 @@ def staged(output: Path, *, directory: bool = False, overwrite: bool = False):
             signal.signal(sig, h)
 
 
-def _fsync(path: Path) -> None:
+def fsync(path: Path) -> None:
+    """Flush a file (or a directory's entries) to its disk."""
     fd = os.open(path, os.O_RDONLY)
     try:
         os.fsync(fd)
@@ -305,14 +306,14 @@ def _sync_tree(path: Path) -> None:
     if path.is_dir():
         for p in path.iterdir():
             if p.is_file() and not p.is_symlink():
-                _fsync(p)
-    _fsync(path)
+                fsync(p)
+    fsync(path)
 
 
 def _sync_dir(path: Path) -> None:
     """Flush a directory's entries (a rename into it), not the files in it."""
     with contextlib.suppress(FileNotFoundError):
-        _fsync(path)
+        fsync(path)
 
 
 def _main_thread() -> bool:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..collections import tasks
+from ..core import arrow_hash
 from ..core.errors import InputError
-from .parquet import MANIFEST, _spec, arrow_hash_version, check_columns, read_table, row_groups
+from .parquet import MANIFEST, _spec, check_columns, read_table, row_groups
 
 
 def against_manifest(manifest: dict, files, found) -> list[str]:
@@ -35,7 +36,7 @@ def against_manifest(manifest: dict, files, found) -> list[str]:
         out.append(f"{found.records:,} records where the manifest says {records:,}")
     checksum = str(manifest.get("checksum", ""))
     # a checksum of hashes of another version (an older dsort's output) is not this one's to compare
-    same_hash = manifest.get("row_hash") == arrow_hash_version()
+    same_hash = manifest.get("row_hash") == arrow_hash.VERSION
     if same_hash and f"{found.checksum:x}" != checksum:
         out.append(f"checksum {found.checksum:x} where the manifest says {checksum}")
     return out
@@ -78,7 +79,8 @@ def check_order(
 def check_tasks(files, by, ascending, na_position) -> list:
     """One task per row group of ``files``, each giving its :class:`~dsort.core.valsort.Summary` in
     the order ``(by, ascending, na_position)`` (:func:`check_order`); pass their results through
-    :func:`comparable` before :func:`dsort.core.valsort.combine`. Each row group is read once."""
+    :func:`dsort.io.parquet.comparable` before :func:`dsort.core.valsort.combine`. Each row group is
+    read once."""
     from dask.base import tokenize
 
     parts, lens, schema = row_groups(files)
