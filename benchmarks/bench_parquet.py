@@ -12,8 +12,9 @@ a list of int64 with nulls, a struct and a decimal(12, 2)). Tables:
 Each table is sorted by ``fare`` (``--by fare``) and by ``n`` then ``fare`` (``--by n,fare``), as
 a whole command (process start to exit), input in the page cache:
 
-* dsort: ``python -m dsort sort T OUT --by ...`` (``--cpu``, or the GPU default with ``--gpu``),
-  its output checked by ``dsort check``;
+* dsort: ``python -m dsort sort T OUT --by ...`` (``--cpu``; with ``--gpu`` its keys ordered on
+  the GPU; ``--gpu --cpu-too``: both, a row each, on the same file and beside the same peer
+  times), its output checked by ``dsort check``;
 * DuckDB: ``COPY (SELECT * FROM read_parquet(T) ORDER BY ...) TO OUT (FORMAT parquet)`` with
   ``--threads`` threads;
 * pandas: ``read_parquet(T).sort_values(..., kind="stable").to_parquet(OUT)``.
@@ -103,9 +104,9 @@ def pandas_cmd(src, dst, by):
     ]
 
 
-def dsort_cmd(src, dst, by, args, memory):
+def dsort_cmd(src, dst, by, args, memory, device):
     cmd = [PY, "-m", "dsort", "sort", str(src), str(dst), "--by", ",".join(by), "--threads-per-worker", str(args.threads)]
-    cmd += ["--gpu"] if args.gpu else ["--cpu"]
+    cmd += ["--gpu"] if device == "gpu" else ["--cpu"]
     return cmd + (["--memory-limit", str(memory)] if memory else [])
 
 
@@ -131,10 +132,12 @@ def main(argv=None) -> None:
     p.add_argument("--peers", default="duckdb,pandas")
     p.add_argument("--memory", action="store_true", help="also at a quarter of the table's bytes in memory")
     p.add_argument("--gpu", action="store_true", help="dsort on the GPU (default --cpu)")
+    p.add_argument("--cpu-too", action="store_true", help="with --gpu: dsort --cpu as well, a row each")
     p.add_argument("--dir", default=None, help="where the tables go (default: a temporary directory)")
     p.add_argument("--json", default=None)
     a = p.parse_args(argv)
     peers = present_peers(a.peers)
+    devices = ["gpu", "cpu"] if a.gpu and a.cpu_too else ["gpu" if a.gpu else "cpu"]
     where = Path(a.dir or tempfile.mkdtemp(prefix="dsort-bench-parquet-"))
     where.mkdir(parents=True, exist_ok=True)
     rows = int(a.rows)
@@ -151,13 +154,15 @@ def main(argv=None) -> None:
                 by = ORDERS[order]
                 for memory in [None] + ([max(decoded // 4, 1 << 20)] if a.memory else []):
                     src.read_bytes()  # in the page cache
-                    row = {"table": table, "by": order, "memory": "data/4" if memory else "all", "MiB": f"{size / 2**20:.0f}"}
-                    out = where / "out"
-                    row["dsort s"] = ours = median_of(dsort_cmd(src, out, by, a, memory), out, a.repeat, env)
-                    check = subprocess.run([PY, "-m", "dsort", "check", str(out)], capture_output=True, text=True, env=env)
-                    if check.returncode != 0:
-                        raise RuntimeError(f"dsort's output of {table} by {order} fails its check:\n{check.stdout[-2000:]}")
-                    shutil.rmtree(out)
+                    base = {"table": table, "by": order, "memory": "data/4" if memory else "all", "MiB": f"{size / 2**20:.0f}"}
+                    rows_ = [dict(base, device=d) for d in devices]
+                    for row in rows_:
+                        out = where / "out"
+                        row["dsort s"] = median_of(dsort_cmd(src, out, by, a, memory, row["device"]), out, a.repeat, env)
+                        check = subprocess.run([PY, "-m", "dsort", "check", str(out)], capture_output=True, text=True, env=env)
+                        if check.returncode != 0:
+                            raise RuntimeError(f"dsort's output of {table} by {order} fails its check:\n{check.stdout[-2000:]}")
+                        shutil.rmtree(out)
                     for peer in peers:
                         if peer == "pandas" and memory:
                             continue
@@ -171,20 +176,22 @@ def main(argv=None) -> None:
                                 times.append(median_of(cmd, dst, a.repeat))
                             except RuntimeError as e:  # out of memory at a small limit, say: the row says so
                                 why = next((x for x in str(e).splitlines() if "Error" in x or "Exception" in x), "failed")
-                        if times:
-                            row[f"{peer} s"] = theirs = min(times)
-                            row[f"vs {peer}"] = f"{theirs / ours:.2f}x"
-                        else:
-                            row[f"{peer} s"] = "failed: " + why.strip()[:70]
+                        for row in rows_:
+                            if times:
+                                row[f"{peer} s"] = theirs = min(times)
+                                row[f"vs {peer}"] = f"{theirs / row['dsort s']:.2f}x"
+                            else:
+                                row[f"{peer} s"] = "failed: " + why.strip()[:70]
                         dst.unlink(missing_ok=True)
-                    results.append(row)
-                    print({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+                    for row in rows_:
+                        results.append(row)
+                        print({k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
     finally:
         if not a.dir:
             shutil.rmtree(where, ignore_errors=True)
     shown = [{k: (f"{v:.2f}" if isinstance(v, float) else v) for k, v in r.items()} for r in results]
     write_json(a.json, shown, rows_=rows, group_rows=a.group_rows, threads=a.threads, repeat=a.repeat, gpu=a.gpu)
-    cols = ["table", "by", "memory", "MiB", "dsort s"] + [c for p_ in peers for c in (f"{p_} s", f"vs {p_}")]
+    cols = ["table", "by", "memory", "MiB", "device", "dsort s"] + [c for p_ in peers for c in (f"{p_} s", f"vs {p_}")]
     print_table(shown, cols)
 
 
