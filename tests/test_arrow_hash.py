@@ -140,3 +140,57 @@ def test_long_values_differing_in_one_byte_hash_apart(rng):
     for typ in (pa.binary(), pa.large_binary()):
         h = H.hashes(pa.array(variants, typ))
         assert len(set(h.tolist())) == len(set(variants))
+
+
+@pytest.fixture
+def numpy_passes(monkeypatch):
+    """The NumPy formulation, whether or not this process loaded the compiled loops."""
+    monkeypatch.setattr(H, "_jit", None)
+
+
+@pytest.fixture
+def compiled(monkeypatch):
+    """The compiled loops (numba's), loaded in this process; skipped where numba is missing."""
+    pytest.importorskip("numba")
+    assert H.warm(wait=True), "numba is installed but the compiled hash loops did not load"
+    yield H._jit
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 17, 300])
+def test_the_compiled_loops_make_the_numpy_hashes(rng, n, compiled, monkeypatch):
+    """Every column type, sliced and whole, each row's hash and the rows' (the compiled loops
+    make the same checksums: outputs written with either check against either), strings of
+    every length from empty to several words at the end of their buffer (the 16 bytes read at
+    once there are not), and rows of odd widths."""
+    cols = _columns(rng, n)
+    cols["long"] = pa.array(["".join(rng.choice(list("ab\x00é"), int(rng.integers(0, 70)))) for _ in range(n)], pa.large_string())
+    cols["odd_width"] = pa.array(_pick(rng, [b"abcdefghijk", b"\x00" * 11, b"k" * 11], n), pa.binary(11))
+    tails = [pa.array(["x" * k], pa.binary()) for k in range(20)]  # one value, alone in its buffer
+
+    def every():
+        out = {k: H.hashes(a) for k, a in cols.items()}
+        out.update({f"sliced {k}": H.hashes(a.slice(n // 3, n // 2)) for k, a in cols.items()})
+        out.update({f"tail {k}": H.hashes(a) for k, a in enumerate(tails)})
+        out["rows"] = H.row_hashes(list(cols.values()), n)
+        return out
+
+    fast = every()
+    monkeypatch.setattr(H, "_jit", None)
+    slow = every()
+    for k in slow:
+        np.testing.assert_array_equal(fast[k], slow[k], err_msg=k)
+
+
+def test_rows_hash_alike_in_compiled_blocks_of_any_size(rng, compiled, monkeypatch):
+    cols = list(_columns(rng, 1000).values())
+    whole = H.row_hashes(cols, 1000)
+    monkeypatch.setattr(H, "JIT_BLOCK_ROWS", 7)
+    np.testing.assert_array_equal(H.row_hashes(cols, 1000), whole)
+
+
+def test_the_hashes_of_numpy_passes_alone(rng, numpy_passes):
+    """What the other tests check, without the compiled loops (an earlier test may have loaded
+    them in this process)."""
+    test_equal_values_hash_equal_and_distinct_ones_apart(rng, 257)
+    test_a_rows_hash_is_the_same_wherever_it_stands(rng)
+    test_rows_hash_by_every_column_in_order(rng)
