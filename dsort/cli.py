@@ -221,15 +221,9 @@ def _build_kernels(args) -> int:
         )
     from .engine import _aot, _cuda, crc, cupy_engine
 
-    from .core import arrow_hash
-
     t = time.perf_counter()
     crc.warm()
-    arrow_hash.warm(wait=True)
-    print(
-        f"compiled the CPU record checksum and row hashes in {time.perf_counter() - t:.1f} s into "
-        "numba's cache"
-    )
+    print(f"compiled the CPU record checksum in {time.perf_counter() - t:.1f} s into numba's cache")
     t = time.perf_counter()
     if _aot.shipped_all(_cuda.target()):
         print(

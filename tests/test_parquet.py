@@ -2,8 +2,6 @@
 value-only row hashes, a sort job's parts and manifest, and check tasks; pandas' stable
 ``sort_values`` and pyarrow reading the files back are the references."""
 
-import sys
-
 import dask
 import numpy as np
 import pandas as pd
@@ -452,24 +450,3 @@ def test_pieces_of_wide_rows_hold_fewer_of_them(tmp_path):
         assert pio.piece_rows([wide]) == pio.MIN_PIECE_ROWS
     with dask.config.set({"dsort.file-sort.parquet-piece-rows": 100}):
         assert pio.piece_rows([wide]) == 100
-
-
-@pytest.mark.parametrize("numba_present", [True, False])
-def test_a_job_worth_it_loads_the_compiled_hashes_and_checks_alike(tmp_path, rng, monkeypatch, numba_present):
-    """A job of at least ``arrow_hash.LOAD_ROWS`` rows loads the compiled hash loops in the
-    background (its sort and its check tasks): hashes made before and after they load, by either,
-    sum to the same checksums; without numba, NumPy's passes do it all."""
-    from dsort.core import arrow_hash as H
-
-    if numba_present:
-        pytest.importorskip("numba")
-    else:
-        monkeypatch.setitem(sys.modules, "numba", None)  # import fails
-        monkeypatch.delitem(sys.modules, "dsort.core._arrow_hash_jit", raising=False)
-        monkeypatch.delattr(sys.modules["dsort.core"], "_arrow_hash_jit", raising=False)
-    monkeypatch.setattr(H, "LOAD_ROWS", 1)
-    monkeypatch.setattr(H, "_jit", None)
-    monkeypatch.setattr(H, "_loader", None)
-    _sort_job_writes_the_parts_in_order(tmp_path, rng, ["s", "i"], False, False, None)
-    assert H._loader is not None
-    assert H.warm(wait=True) is numba_present

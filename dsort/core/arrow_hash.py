@@ -23,9 +23,6 @@ column's hash need not be mixed, only tell its values apart.
 
 from __future__ import annotations
 
-import atexit
-import threading
-
 import numpy as np
 
 # The hashes' definition: another version makes other checksums of the same values (a manifest
@@ -39,57 +36,6 @@ _STRUCT = np.uint64(0x27D4EB2F165667C5)
 _ROW = np.uint64(0x85EBCA77C2B2AE63)
 BLOCK_ROWS = 1 << 16  # rows hashed at once by row_hashes: a block's words fit the CPU's cache
 _CHUNK_BYTES = 1 << 17  # bytes hashed at once: their words and a few arrays of them fit the cache
-JIT_BLOCK_ROWS = (
-    1 << 20
-)  # rows hashed at once by the compiled loops: one pass each, no cache to fit
-# rows of a job worth loading the compiled loops for (:func:`worth_loading`): loading takes a
-# thread about 0.3 s (numba's import, the loops from its cache), hashing a million rows of every
-# column type on one core 0.08 s less with them, and NumPy's passes hold the GIL (BENCHMARKS.md
-# section 10)
-LOAD_ROWS = 2_000_000
-
-_jit = None  # the compiled loops (:mod:`._arrow_hash_jit`), once loaded (:func:`warm`)
-_loader: threading.Thread | None = None
-_loader_lock = threading.Lock()
-
-
-def warm(wait: bool = False) -> bool:
-    """Load the compiled loops (:mod:`._arrow_hash_jit`) in a thread of their own, once a process,
-    where numba is installed: hashes use them once they are loaded, NumPy's passes until then
-    (the same hashes). For a sort worth the second it takes; the process's exit waits for it.
-    ``wait``: return once they are loaded (or failed to load). Whether they are loaded."""
-    global _loader
-    with _loader_lock:
-        if _loader is None:
-            _loader = threading.Thread(target=_load, name="dsort-hash-jit", daemon=True)
-            _loader.start()
-            atexit.register(_loader.join)
-    if wait:
-        _loader.join()
-    return _jit is not None
-
-
-def worth_loading(rows: int) -> bool:
-    """Whether a job that hashes ``rows`` rows should load the compiled loops (:func:`warm`)."""
-    return rows >= LOAD_ROWS
-
-
-def _load() -> None:
-    global _jit
-    try:
-        from . import _arrow_hash_jit as jit
-
-        # each loaded from numba's cache (compiled the first time) for the types the hashes pass:
-        # bytes read-only or not (Arrow's buffers are either), int64 offsets, uint64 hashes
-        one = np.empty(1, np.uint64)
-        for data in (np.frombuffer(bytes(24), np.uint8), np.zeros(24, np.uint8)):
-            jit.bytes_into(data, np.array([0, 20], np.int64), one)
-            jit.words_into(data[:12].reshape(1, 12), one)
-        jit.lists_into(np.zeros(2, np.uint64), np.array([0, 2], np.int64), one)
-        jit.fold_into(one, np.zeros(1, np.uint64), True)
-    except Exception:  # no numba, or it compiles nothing here: NumPy's passes
-        return
-    _jit = jit
 
 
 def mix(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -154,16 +100,6 @@ def row_hashes(columns, rows: int) -> np.ndarray:
 
     columns = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else pa.array(c) for c in columns]
     out = np.empty(rows, np.uint64)
-    jit = _jit
-    if jit is not None and columns:  # one pass a column, the fold and the mix in one loop
-        for at in range(0, rows, JIT_BLOCK_ROWS):
-            n = min(JIT_BLOCK_ROWS, rows - at)
-            acc = out[at : at + n]
-            acc[...] = _ROW
-            for j, c in enumerate(columns):
-                h = np.ascontiguousarray(hashes(c.slice(at, n) if n != rows else c), np.uint64)
-                jit.fold_into(acc, h, j == len(columns) - 1)
-        return out
     for at in range(0, rows, BLOCK_ROWS):
         n = min(BLOCK_ROWS, rows - at)
         acc = out[at : at + n]
@@ -283,10 +219,6 @@ def _words(raw: np.ndarray) -> np.ndarray:
     n, width = raw.shape
     if width in (1, 2, 4, 8):  # one word: the value itself (the row's hash mixes it)
         return np.ascontiguousarray(raw).view(f"<u{width}").reshape(n).astype(np.uint64)
-    if _jit is not None:
-        out = np.empty(n, np.uint64)
-        _jit.words_into(np.ascontiguousarray(raw), out)
-        return out
     padded = np.zeros((n, -(-width // 8) * 8), np.uint8)
     padded[:, :width] = raw
     words = padded.view("<u8")
@@ -311,11 +243,7 @@ def _bytes(a) -> np.ndarray:
         a.offset : a.offset + n + 1
     ].astype(np.int64)
     data = a.buffers()[2]
-    data = np.frombuffer(data if data is not None else b"", np.uint8)
-    if _jit is not None:
-        out = np.empty(n, np.uint64)
-        _jit.bytes_into(data, offsets, out)
-        return out
+    data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
     lengths = np.diff(offsets)
     out = lengths.view(np.uint64) + _BYTES
     short = lengths <= 16
@@ -405,10 +333,6 @@ def _lists(child: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Hashes of lists whose elements' hashes are ``child`` and whose bounds in it are
     ``offsets`` (from 0): a polynomial over the elements (each times a power of an odd constant
     by its place), then the length."""
-    if _jit is not None:
-        out = np.empty(len(offsets) - 1, np.uint64)
-        _jit.lists_into(np.ascontiguousarray(child, np.uint64), offsets, out)
-        return out
     lengths = np.diff(offsets)
     powers = _powers(int(lengths.max()) + 1 if len(lengths) else 1)
     with np.errstate(over="ignore"):

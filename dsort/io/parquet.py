@@ -266,13 +266,9 @@ def piece_rows(files) -> int:
     return max(min(most, fit), min(most, MIN_PIECE_ROWS))
 
 
-def _tally_piece(table, first: int, rows: int, warm: bool):
-    """A piece's summary (:func:`dsort.core.table_chunk.tally`); ``warm``: the job is worth the
-    compiled hashes, loaded in this process from now on (:func:`dsort.core.arrow_hash.warm`)."""
+def _tally_piece(table, first: int, rows: int):
     from ..core import table_chunk as TC
 
-    if warm:
-        arrow_hash.warm()
     return TC.tally(table.slice(first, rows))
 
 
@@ -293,10 +289,6 @@ def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool):
     from ..core import frame_chunk as FC, table_chunk as TC
 
     token = tokenize(parts, pcs, spec, device, str(tmp), sliced)
-    warm = arrow_hash.worth_loading(sum(rows for _, _, rows in pcs))
-    if warm and not sliced:  # here at once (the embedded threads): loaded while the first row
-        # groups are read
-        arrow_hash.warm()
     ref, n = tasks.ref, len(pcs)
 
     def key(phase, *i):
@@ -310,7 +302,7 @@ def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool):
     for g, part in enumerate(parts):
         add(key(tasks.READ, g), read_table, part)
     for i, (g, first, rows) in enumerate(pcs):
-        add(key(tasks.CHECKSUM_INPUT, i), _tally_piece, ref(key(tasks.READ, g)), first, rows, warm)
+        add(key(tasks.CHECKSUM_INPUT, i), _tally_piece, ref(key(tasks.READ, g)), first, rows)
         add(key(tasks.SORT, i), _sort_piece, ref(key(tasks.READ, g)), first, rows, spec, device)
         add(key(tasks.INFO, i), FC.info, ref(key(tasks.SORT, i)), len(names))
     plan, cut = ref(key(tasks.PLAN)), ref(key(tasks.SPLITTERS))

@@ -42,13 +42,9 @@ def against_manifest(manifest: dict, files, found) -> list[str]:
     return out
 
 
-def _check_part(part, spec, warm: bool):
-    """Row group ``part``'s summary in the order ``spec``; ``warm``: the check is worth the compiled
-    hashes (:func:`dsort.core.arrow_hash.warm`)."""
-    from ..core import arrow_hash, table_chunk as TC
+def _check_part(part, spec):
+    from ..core import table_chunk as TC
 
-    if warm:
-        arrow_hash.warm()
     return TC.summarize(read_table(part), spec)
 
 
@@ -91,5 +87,4 @@ def check_tasks(files, by, ascending, na_position) -> list:
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     spec = _spec(schema, by, ascending, na_position)
     token = tokenize(parts, spec)
-    warm = arrow_hash.worth_loading(sum(lens))
-    return tasks.each(tasks.CHECK, token, _check_part, [(p, spec, warm) for p in parts])
+    return tasks.each(tasks.CHECK, token, _check_part, [(p, spec) for p in parts])
