@@ -36,6 +36,7 @@ def check_path(
     from .io import npy, parquet, parquet_check, records
 
     fmt, files, dirs = io.discover(path, fmt)
+    manifest = parquet.manifest(dirs[0]) if fmt == "parquet" and dirs else None
     if fmt == "records":
         tasks = records.check_tasks(
             files,
@@ -51,9 +52,7 @@ def check_path(
             descending=descending,
         )
     else:
-        order = parquet_check.check_order(
-            by=by, descending=descending, order=parquet.manifest(dirs[0]) if dirs else None
-        )
+        order = parquet_check.check_order(by=by, descending=descending, order=manifest)
         tasks = parquet_check.check_tasks(files, *order)
     if scheduler:
         from .cluster import connect
@@ -70,8 +69,8 @@ def check_path(
     if fmt == "parquet":  # the parts' first and last rows, encoded at one width
         parts = parquet.comparable(parts, *order)
     total = valsort.combine(parts, descending=descending and fmt != "parquet")
-    if fmt == "parquet" and dirs and parquet.manifest(dirs[0]):
-        total.problems = parquet_check.against_manifest(parquet.manifest(dirs[0]), files, total)
+    if manifest:
+        total.problems = parquet_check.against_manifest(manifest, files, total)
     return total
 
 
