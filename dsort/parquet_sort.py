@@ -59,6 +59,7 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
                 local_directory=lim.local_directory or out.parent,
                 device="gpu" if res is not None and res.gpus else None,
                 cluster=client is not None,
+                threads=res.threads if res else None,
             )
             print(
                 f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {req.input} "

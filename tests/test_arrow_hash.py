@@ -120,6 +120,21 @@ def test_rows_hash_by_every_column_in_order(rng):
     assert len(H.row_hashes([], 0)) == 0
 
 
+@pytest.mark.parametrize("threads", [None, 1, 2, 4, 8, 16, 64])
+def test_row_hashes_are_the_same_in_blocks_of_any_rows(rng, threads):
+    """Rows are hashed a block at a time (more rows a block for more threads): the block changes
+    no hash, whether it cuts the rows evenly, unevenly, or holds them all."""
+    n = int(rng.integers(1, 700))
+    cols = _columns(rng, n)
+    names = sorted(cols)
+    whole = H.row_hashes([cols[c] for c in names], n, block=n)
+    block = H.block_rows(threads)
+    assert H.BLOCK_ROWS <= block <= 4 * H.BLOCK_ROWS and block % H.BLOCK_ROWS == 0
+    assert block == H.BLOCK_ROWS if (threads or 1) < 8 else block > H.BLOCK_ROWS
+    for b in (1, 7, max(1, n // 3), n + 5, block):
+        np.testing.assert_array_equal(H.row_hashes([cols[c] for c in names], n, block=b), whole)
+
+
 def test_long_values_hash_the_same_in_blocks_of_any_size(rng, monkeypatch):
     """Values longer than two words are hashed in blocks of bytes: the blocks' size changes nothing."""
     values = ["".join(rng.choice(list("abc"), int(rng.integers(0, 60)))) for _ in range(300)]

@@ -188,6 +188,37 @@ def _parquet_input(tmp_path, n=6000):
     return src, df
 
 
+@pytest.mark.parametrize("fault", ["lost", "doubled", "none"])
+def test_a_parquet_sort_that_loses_or_doubles_a_row_fails_its_check(tmp_path, capsys, monkeypatch, fault):
+    """The columnar sort hashes each row once and carries the hash with it: a merge that drops a
+    row, or repeats one, changes the outputs' checksum; the sort fails (exit 1) and writes
+    nothing. The same sort with the merge untouched passes (the check is what tells them apart)."""
+    from dsort.core import table_chunk as TC
+
+    merge = TC.merge
+
+    def faulty(device, *pieces):
+        table, hashes = merge(device, *pieces)
+        if len(table) > 1 and fault == "lost":  # the row and its hash gone together
+            return table.slice(1), hashes[1:]
+        if len(table) > 1 and fault == "doubled":  # the first row replaced by the second: the count kept
+            import pyarrow as pa
+
+            return pa.concat_tables([table.slice(1, 1), table.slice(1)]), np.append(hashes[1:2], hashes[1:])
+        return table, hashes
+
+    monkeypatch.setattr(TC, "merge", faulty)
+    src, df = _parquet_input(tmp_path)
+    out = tmp_path / "sorted"
+    rc = dsort("sort", src, out, "--by", "k", "--cpu")
+    said = capsys.readouterr()
+    if fault == "none":
+        assert rc == 0 and pd.read_parquet(out).sort_values("row")["row"].tolist() == list(range(len(df)))
+    else:
+        assert rc == 1 and not out.exists(), said
+        assert "checksum differs" in said.out + said.err
+
+
 @pytest.mark.parametrize("through", ["memory", "runs"])
 @pytest.mark.parametrize("by,descending", [(["k"], False), (["name", "f"], True)])
 def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through):

@@ -35,6 +35,18 @@ _BYTES = np.uint64(0x165667B19E3779F9)
 _STRUCT = np.uint64(0x27D4EB2F165667C5)
 _ROW = np.uint64(0x85EBCA77C2B2AE63)
 BLOCK_ROWS = 1 << 16  # rows hashed at once by row_hashes: a block's words fit the CPU's cache
+
+
+def block_rows(threads: int | None) -> int:
+    """The rows :func:`row_hashes` hashes at once where ``threads`` threads hash beside each other
+    in one process: :data:`BLOCK_ROWS`, times ``threads // 4`` up to 4 times. A block costs a
+    hundred short NumPy calls, each giving the GIL up and waiting for it again; on 16 cores the
+    threads waited there six times the hashes' CPU time, and blocks 4 times as big made a whole
+    sort 1.25x faster (BENCHMARKS.md section 10). Alone or on a few threads the cache wins: 4
+    threads were 1.08x faster with the small blocks."""
+    return BLOCK_ROWS * min(4, max(1, int(threads or 1) // 4))
+
+
 _CHUNK_BYTES = 1 << 17  # bytes hashed at once: their words and a few arrays of them fit the cache
 
 
@@ -90,18 +102,19 @@ def hashes(array) -> np.ndarray:
     return h
 
 
-def row_hashes(columns, rows: int) -> np.ndarray:
+def row_hashes(columns, rows: int, block: int | None = None) -> np.ndarray:
     """One uint64 a row of the columns ``columns`` (each as :func:`hashes` takes it, all
     ``rows`` long): their values folded in column order (each times a power of an odd constant),
-    mixed once. :data:`BLOCK_ROWS` rows at a time, so that the dozen passes over a block's
-    words stay in the CPU's cache (over whole columns each pass went to memory: several times
-    slower, BENCHMARKS.md section 10)."""
+    mixed once. ``block`` (:data:`BLOCK_ROWS`; :func:`block_rows`) rows at a time, so that the
+    dozen passes over a block's words stay in the CPU's cache (over whole columns each pass went
+    to memory: several times slower, BENCHMARKS.md section 10)."""
     import pyarrow as pa
 
     columns = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else pa.array(c) for c in columns]
     out = np.empty(rows, np.uint64)
-    for at in range(0, rows, BLOCK_ROWS):
-        n = min(BLOCK_ROWS, rows - at)
+    block = int(block or BLOCK_ROWS)
+    for at in range(0, rows, block):
+        n = min(block, rows - at)
         acc = out[at : at + n]
         acc[...] = _ROW
         with np.errstate(over="ignore"):

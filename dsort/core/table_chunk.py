@@ -9,6 +9,14 @@ A sorted part (:class:`Sorted`) holds its rows in key order and their keys; the 
 windows and exact cuts are the dataframe sort's (:mod:`dsort.core.frame_chunk`), which read a
 part's keys alone. Each output then takes its slice of every part (zero-copy) and merges them by
 their keys: stable, ties in part order.
+
+The sort's own check that no row is lost or doubled: each row's hash (:func:`row_hashes`) is made
+once, from the input's values as the row is sorted, and carried with the row through the slices
+and merges; an input's checksum sums the hashes of its rows, an output's the hashes its rows
+carry, so a row that the cuts or merges drop or repeat changes the sum. Hashing every output again
+cost as much as hashing the input, and the hashes' many short NumPy calls held 16 threads waiting
+for the GIL (BENCHMARKS.md section 10). The files written are checked against the same checksum
+by ``dsort check`` (:func:`summarize` without carried hashes hashes the values read).
 """
 
 from __future__ import annotations
@@ -25,12 +33,14 @@ from .frame_keys import KeySpec, nan_high, write_number_keys
 @dataclass
 class Sorted:
     """One table sorted by its keys: its rows (an Arrow table) and their keys, in the same order;
-    the keys' string widths and kinds (:meth:`~dsort.core.frame_keys.KeySpec.encode_part`)."""
+    the keys' string widths and kinds (:meth:`~dsort.core.frame_keys.KeySpec.encode_part`); the
+    rows' hashes where the sort made them (:func:`sort_part`)."""
 
     table: object
     keys: np.ndarray
     widths: tuple
     kinds: tuple
+    hashes: np.ndarray | None = None  # the rows' hashes (:func:`row_hashes`), in the same order
 
 
 def key_frame(table, by):
@@ -115,14 +125,27 @@ def _take_column(col, idx):
         return pa.array([values[i] for i in idx.to_pylist()], col.type)
 
 
-def sort_part(table, spec: KeySpec, device=None) -> Sorted:
+def sort_part(table, spec: KeySpec, device=None, hashed: bool = False, block=None) -> Sorted:
     """A table sorted stably by its keys (their order on the worker's GPU with ``device="gpu"``:
     the keys go there, the order comes back; the rows stay on the host). Keyed by words where the
     spec says so (:attr:`KeySpec.word`: the caller knows the one key column holds no nulls) and
-    the sort is on the host, else by byte rows."""
+    the sort is on the host, else by byte rows. ``hashed``: with its rows' hashes, made from the
+    table's values ``block`` rows at a time (:func:`row_hashes`) and put in the same order
+    (:func:`tally_sorted`, the module docstring)."""
     keys, widths, kinds = table_keys(table, spec, words=device is None)
     order = FC._argsort(keys, device)
-    return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds)
+    hashes = row_hashes(table, block)[order] if hashed else None
+    return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds, hashes)
+
+
+def tally_sorted(part: Sorted) -> valsort.Summary:
+    """A sorted table's count, checksum (the sum of the hashes its rows carry) and bytes: its
+    input's summary (:func:`tally`), without hashing its values again."""
+    return valsort.Summary(
+        records=len(part.table),
+        checksum=valsort.exact_sum(part.hashes),
+        bytes=int(part.table.nbytes),
+    )
 
 
 def table_keys(table, spec: KeySpec, words: bool = True) -> tuple:
@@ -176,24 +199,27 @@ def _values(table, name) -> np.ndarray:
 
 
 def piece(spec: KeySpec, part: Sorted, p: FC.Plan, cut, t: int, q: int):
-    """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths)``, the rows a
-    view."""
+    """Output ``t``'s slice of part ``q``: ``(rows, keys at the common widths, the hashes the
+    rows carry or None)``, the rows a view."""
     a, b = int(cut[t, q]), int(cut[t + 1, q])
-    return part.table.slice(a, b - a), FC.part_keys(spec, part, p, a, b)
+    hashes = None if part.hashes is None else part.hashes[a:b]
+    return part.table.slice(a, b - a), FC.part_keys(spec, part, p, a, b), hashes
 
 
-def merge(device, *pieces):
-    """One output: its slices of every part (``(table, keys)``, in part order) merged by their
-    keys."""
+def merge(device, *pieces) -> tuple:
+    """One output: its slices of every part (:func:`piece`'s, in part order) merged by their
+    keys; ``(table, the hashes its rows carry or None)``."""
     import pyarrow as pa
 
-    full = [(t, k) for t, k in pieces if len(t)]
+    full = [x for x in pieces if len(x[0])]
     if not full:
-        return pieces[0][0]
+        return pieces[0][0], pieces[0][2]
     if len(full) == 1:
-        return full[0][0]
-    order = FC.merge_order([k for _, k in full], device)
-    return take(pa.concat_tables([t for t, _ in full]), order)
+        return full[0][0], full[0][2]
+    order = FC.merge_order([k for _, k, _ in full], device)
+    hashes = [h for _, _, h in full]
+    hashes = None if any(h is None for h in hashes) else np.concatenate(hashes)[order]
+    return take(pa.concat_tables([t for t, _, _ in full]), order), hashes
 
 
 def tally(table) -> valsort.Summary:
@@ -203,20 +229,23 @@ def tally(table) -> valsort.Summary:
     )
 
 
-def row_hashes(table) -> np.ndarray:
-    """One 64-bit hash a row of ``table``, of its values alone (:mod:`dsort.core.arrow_hash`)."""
-    return arrow_hash.row_hashes(table.columns, len(table))
+def row_hashes(table, block=None) -> np.ndarray:
+    """One 64-bit hash a row of ``table``, of its values alone (:mod:`dsort.core.arrow_hash`),
+    ``block`` rows at a time (:func:`~dsort.core.arrow_hash.block_rows`)."""
+    return arrow_hash.row_hashes(table.columns, len(table), block)
 
 
-def summarize(table, spec: KeySpec) -> valsort.Summary:
+def summarize(table, spec: KeySpec, hashes=None) -> valsort.Summary:
     """A sorted table's summary: its order checked on keys made again from its own columns (byte
     rows at its own string widths, whatever the sort keyed by; words where the spec keys by
-    words: :func:`table_keys`), its checksum and bytes, and its first and last rows' keys: words
+    words: :func:`table_keys`), its checksum (of the ``hashes`` its rows carry where given, the
+    module docstring; else of its values) and bytes, and its first and last rows' keys: words
     or byte rows of numbers, which compare across tables as they are, else its key columns (small
     pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
     tables)."""
     keys, _, _ = table_keys(table, spec)
-    s = valsort.summarize(keys, checksums=row_hashes(table), nbytes=int(table.nbytes))
+    hashes = row_hashes(table) if hashes is None else hashes
+    s = valsort.summarize(keys, checksums=hashes, nbytes=int(table.nbytes))
     if spec.word or of_numbers(table, spec):
         return s
     if len(table):

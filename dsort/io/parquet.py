@@ -22,7 +22,9 @@ timestamps, dates, times, durations); any other is refused by name before any wo
 (:func:`check_columns`).
 
 Checksum of a row: a 64-bit hash of its columns' values (:mod:`dsort.core.arrow_hash`: rows vary
-in width, so the CRC-32 of fixed-width records does not apply); the checksum is their sum.
+in width, so the CRC-32 of fixed-width records does not apply); the checksum is their sum. The
+columnar sort hashes each row once, as its piece is sorted, and each output sums the hashes its
+rows carry (:mod:`dsort.core.table_chunk`); ``dsort check`` hashes the parts' values read back.
 """
 
 from __future__ import annotations
@@ -193,16 +195,19 @@ def _tally(df, schema):
 
 
 def _write(df, path, spec, schema):
-    """An output partition of the external sort written at ``path``; its summary."""
-    return _write_table(_table(df, schema), path, spec)
+    """An output partition of the external sort written at ``path``; its summary (its values
+    hashed)."""
+    return _write_table((_table(df, schema), None), path, spec)
 
 
-def _write_table(table, path, spec):
-    """An output part of the columnar sort written at ``path``; its summary."""
+def _write_table(merged, path, spec):
+    """An output part of the columnar sort (:func:`dsort.core.table_chunk.merge`'s ``(table,
+    hashes)``) written at ``path``; its summary, of the hashes its rows carry where given."""
     from ..core import table_chunk as TC
 
+    table, hashes = merged
     write_part(table, path)
-    return TC.summarize(table, spec)
+    return TC.summarize(table, spec, hashes)
 
 
 def _merge_parts(spec, device, p, cut, t, *parts):
@@ -266,30 +271,29 @@ def piece_rows(files) -> int:
     return max(min(most, fit), min(most, MIN_PIECE_ROWS))
 
 
-def _tally_piece(table, first: int, rows: int):
+def _sort_piece(table, first: int, rows: int, spec, device, block):
+    """A piece sorted with its rows' hashes (the input's checksum, carried to the outputs), made
+    ``block`` rows at a time."""
     from ..core import table_chunk as TC
 
-    return TC.tally(table.slice(first, rows))
+    return TC.sort_part(table.slice(first, rows), spec, device, hashed=True, block=block)
 
 
-def _sort_piece(table, first: int, rows: int, spec, device):
-    from ..core import table_chunk as TC
-
-    return TC.sort_part(table.slice(first, rows), spec, device)
-
-
-def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool):
+def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool, threads=None):
     """The columnar sort's graph (:mod:`dsort.core.table_chunk`) into ``job``: read each row group,
     checksum and sort each of its pieces (``pcs``, :func:`pieces`); plan, windows and cuts; each
     output merged, then written. ``sliced`` (a cluster): each output's slice of each sorted piece
     is a task of its own, beside the piece, so only the slices travel to the merges; else (the
-    embedded threads, which share the pieces) each merge takes its slices itself."""
+    embedded threads, which share the pieces) each merge takes its slices itself. ``threads``:
+    how many tasks run at once in one process (the rows' hashes are made in blocks that fit it,
+    :func:`dsort.core.arrow_hash.block_rows`)."""
     from dask.base import tokenize
 
     from ..core import frame_chunk as FC, table_chunk as TC
 
-    token = tokenize(parts, pcs, spec, device, str(tmp), sliced)
+    token = tokenize(parts, pcs, spec, device, str(tmp), sliced, threads)
     ref, n = tasks.ref, len(pcs)
+    block = arrow_hash.block_rows(threads)
 
     def key(phase, *i):
         return (tasks.name(phase, token), *i) if i else tasks.name(phase, token)
@@ -302,8 +306,17 @@ def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool):
     for g, part in enumerate(parts):
         add(key(tasks.READ, g), read_table, part)
     for i, (g, first, rows) in enumerate(pcs):
-        add(key(tasks.CHECKSUM_INPUT, i), _tally_piece, ref(key(tasks.READ, g)), first, rows)
-        add(key(tasks.SORT, i), _sort_piece, ref(key(tasks.READ, g)), first, rows, spec, device)
+        add(
+            key(tasks.SORT, i),
+            _sort_piece,
+            ref(key(tasks.READ, g)),
+            first,
+            rows,
+            spec,
+            device,
+            block,
+        )
+        add(key(tasks.CHECKSUM_INPUT, i), TC.tally_sorted, ref(key(tasks.SORT, i)))
         add(key(tasks.INFO, i), FC.info, ref(key(tasks.SORT, i)), len(names))
     plan, cut = ref(key(tasks.PLAN)), ref(key(tasks.SPLITTERS))
     add(
@@ -356,13 +369,15 @@ def sort_job(
     local_directory=None,
     device=None,
     cluster: bool = False,
+    threads: int | None = None,
 ) -> SortJob:
     """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``: the
     columnar sort in memory, one output part per input row group; ``external``: through runs
     under ``local_directory`` (:func:`dsort.dataframe.sort_values_external`), in memory bounded by
     a row group, not the data, the parts balanced to within one row. ``device="gpu"``: the keys
     sorted and merged on the worker's GPU (the columnar sort). ``cluster``: the tasks run on a
-    dask cluster (the columnar sort's merges then take only their slices of the row groups)."""
+    dask cluster (the columnar sort's merges then take only their slices of the row groups).
+    ``threads``: the tasks that run at once in one process, where known (the embedded threads)."""
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     ascending = [not descending] * len(by)
@@ -397,7 +412,7 @@ def sort_job(
     if n == 0:
         return job
     if not external:
-        _columnar(job, parts, pcs, tmp, names, spec, device, sliced=cluster)
+        _columnar(job, parts, pcs, tmp, names, spec, device, sliced=cluster, threads=threads)
         return job
     from ..collections.dataframe import sort_values
 
