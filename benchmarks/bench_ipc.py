@@ -19,6 +19,7 @@ Ways of reading, each timed per allocation (median, ms):
 * ``cached``: every allocation opened once beforehand, then only copies (the lower bound).
 * ``mapped here``: opened in the reader's own GPU's context (CUDA enables peer access for the
   mapping), copied by a plain device copy; first, before this process touches the owner's GPU.
+  The opens alone too: one by one, and by ``--threads`` threads at once (do they overlap?).
 
 The table comes last.
 """
@@ -30,6 +31,7 @@ import multiprocessing as mp
 import statistics
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from _common import print_table, write_json
 
@@ -82,7 +84,7 @@ def _copy(ptr, part, dst, src_device, out):
         s.synchronize()
 
 
-def measure_here(handles, size, count, slice_, dst):
+def measure_here(handles, size, count, slice_, dst, threads=1):
     """Rows of reads that map the owner's allocations into the reader's own GPU's context (opened
     there, peer access enabled lazily by the open), copied by a plain device copy: no context on the
     owner's GPU in this process. Run before anything here touches the owner's GPU."""
@@ -107,7 +109,23 @@ def measure_here(handles, size, count, slice_, dst):
 
         first = read(handles[size][count])
         got = [read(h) for h in handles[size][:count]]
+        # every allocation opened by `threads` threads at once (a merge's runs of several GPUs):
+        # do the opens overlap, or does the driver take them one at a time?
+        n = max(1, min(threads, count))
+
+        def open_some(i):
+            with cupy.cuda.Device(dst):
+                return [rt.ipcOpenMemHandle(h) for h in handles[size][i:count:n]]
+
+        t = time.perf_counter()
+        with ThreadPoolExecutor(n) as pool:
+            ptrs = [p for some in pool.map(open_some, range(n)) for p in some]
+        at_once = (time.perf_counter() - t) / count
+        for p in ptrs:
+            rt.ipcCloseMemHandle(p)
+        t = time.perf_counter()
         ptrs = [rt.ipcOpenMemHandle(h) for h in handles[size][:count]]
+        one_by_one = (time.perf_counter() - t) / count
         times = []
         for p in ptrs:
             t = time.perf_counter()
@@ -131,6 +149,11 @@ def measure_here(handles, size, count, slice_, dst):
                 "GB/s": round(part / per / 1e9, 2),
             }
         )
+    for way, per in (
+        ("mapped here: opened one by one (wall / count)", one_by_one),
+        (f"mapped here: opened by {n} threads at once (wall / count)", at_once),
+    ):
+        rows.append({"MiB": size, "read MiB": round(part / MiB, 2), "way": way, "open ms": round(per * 1e3, 3)})
     per = statistics.median(times)
     rows.append(
         {
@@ -251,7 +274,7 @@ def main():
     try:
         if n > 1 and not a.hold:  # nothing here has touched GPU 0 yet
             for size in sizes:
-                rows += [{"reader GPU": n - 1, **r} for r in measure_here(handles, size, a.count, a.slice, n - 1)]
+                rows += [{"reader GPU": n - 1, **r} for r in measure_here(handles, size, a.count, a.slice, n - 1, a.threads)]
         for dst in sorted({n - 1, 0}, reverse=True):
             for size in sizes:
                 for r in measure(handles, size, a.count, a.slice, a.threads, dst, 0):
