@@ -41,7 +41,8 @@ WRAPPED = [
     ("dsort.io.parquet", "_merge_parts"),
     ("dsort.io.parquet", "_write_table"),
     ("dsort.io.parquet", "write_part"),
-    ("dsort.io.parquet", "fsync"),  # in write_part: the part flushed to its disk
+    ("dsort.io.parquet", "fsync"),  # in write_part, in older trees: the part flushed to its disk
+    ("dsort.io.parquet", "flush_soon"),  # in write_part: the part's flush begun
     ("dsort.core.table_chunk", "take"),
     ("dsort.core.table_chunk", "table_keys"),
     ("dsort.core.table_chunk", "summarize"),

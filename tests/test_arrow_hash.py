@@ -155,3 +155,11 @@ def test_long_values_differing_in_one_byte_hash_apart(rng):
     for typ in (pa.binary(), pa.large_binary()):
         h = H.hashes(pa.array(variants, typ))
         assert len(set(h.tolist())) == len(set(variants))
+
+
+def test_places_are_each_elements_place_in_its_list(rng):
+    """Each element's place in its list, empty lists anywhere (first, between, last, all)."""
+    for lens in ([], [0], [0, 0], [3], [0, 2, 0, 0, 1, 0], *(rng.integers(0, 4, int(rng.integers(1, 40))) for _ in range(200))):
+        offsets = np.concatenate([[0], np.cumsum(np.asarray(lens, np.int64))]).astype(np.int64)
+        want = [p for n in lens for p in range(int(n))]
+        assert H._places(offsets).tolist() == want, lens

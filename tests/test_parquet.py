@@ -411,10 +411,13 @@ def test_check_across_parts_of_different_string_widths_like_python(tmp_path, rng
     assert (total.records, total.unordered, total.duplicates) == (n, sum(later), sum(p == k for p, k in zip(keys, keys[1:])))
 
 
-def test_a_part_is_flushed_by_the_task_that_wrote_it(tmp_path, monkeypatch):
-    """write_part flushes its file to the disk itself (the writes' flushes overlap the other tasks,
-    not one after another at the publish): the file it syncs holds the whole table."""
+def test_a_part_is_flushed_as_soon_as_it_is_written(tmp_path, monkeypatch):
+    """write_part starts its file's flush to the disk (in the background: the writes' flushes
+    overlap the other tasks, not one after another at the publish, nor in the task): the file
+    synced holds the whole table; a flush of a file gone meanwhile (a failed sort removed it)
+    raises nowhere."""
     import os
+    import time
 
     synced = []
     real = os.fsync
@@ -428,8 +431,17 @@ def test_a_part_is_flushed_by_the_task_that_wrote_it(tmp_path, monkeypatch):
     monkeypatch.setattr(_output.os, "fsync", fsync)
     table = pa.table({"k": np.arange(1000), "s": [str(i) for i in range(1000)]})
     pio.write_part(table, tmp_path / "p.parquet")
-    assert synced == [(tmp_path / "p.parquet").stat().st_ino]
+    inode = (tmp_path / "p.parquet").stat().st_ino
+    deadline = time.monotonic() + 30
+    while not synced and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert synced == [inode]
     assert pq.read_table(tmp_path / "p.parquet").equals(table)
+    _output.flush_soon(tmp_path / "gone.parquet")  # no such file: nothing raised, nothing synced
+    _output.flush_soon(tmp_path / "p.parquet")
+    while len(synced) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert synced == [inode, inode]
 
 
 def test_pieces_of_wide_rows_hold_fewer_of_them(tmp_path):
