@@ -322,6 +322,17 @@ def flush_soon(path: Path) -> None:
         _flusher.submit(_try_fsync, Path(path))
 
 
+def _forget_flusher() -> None:
+    """In a child made by ``fork``: the parent's flusher threads are not there (nor a lock one of
+    them held); the child's first flush makes its own."""
+    global _flusher, _flusher_lock
+    _flusher, _flusher_lock = None, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_flusher)
+
+
 def _try_fsync(path: Path) -> None:
     with contextlib.suppress(OSError):
         fsync(path)
