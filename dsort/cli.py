@@ -118,8 +118,9 @@ def _sort(args) -> int:
     from .engine import device as dev, host
     from .service import format_report, sort_files
 
-    # this process sorts on its own CPUs (a Parquet file's rows stay on them unless --gpu)
-    on_cpu = args.cpu or (args.cpu is None and _parquet_input(args)) or not dev.has_gpu()
+    # this process's own CPUs hold the rows: a sort on the CPU, and any Parquet sort (with --gpu
+    # only its keys go to the GPU; every column's takes, hashes and writes stay here)
+    on_cpu = args.cpu or _parquet_input(args) or not dev.has_gpu()
     if args.scheduler is None and on_cpu:
         host.keep_freed_memory()
     report = sort_files(
