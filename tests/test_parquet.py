@@ -462,3 +462,14 @@ def test_pieces_of_wide_rows_hold_fewer_of_them(tmp_path):
         assert pio.piece_rows([wide]) == pio.MIN_PIECE_ROWS
     with dask.config.set({"dsort.file-sort.parquet-piece-rows": 100}):
         assert pio.piece_rows([wide]) == 100
+
+
+def test_number_dtypes_are_read_from_the_arrow_type():
+    """Each Arrow type of numbers dsort keys by words or from its buffers has the NumPy dtype that
+    holds its values (pyarrow's own answer, which imports pandas in some versions, as the reference)."""
+    from dsort.core import table_chunk as TC
+
+    types = [pa.int8(), pa.int16(), pa.int32(), pa.int64(), pa.uint8(), pa.uint16(), pa.uint32(), pa.uint64()]
+    types += [pa.float32(), pa.float64(), pa.bool_()]
+    for typ in types:
+        assert TC.numbers(typ) and TC.number_dtype(typ) == np.dtype(typ.to_pandas_dtype()), typ

@@ -60,7 +60,7 @@ def spec_of(schema, by, ascending, na_position, no_nulls: bool = False) -> KeySp
     buffers (:func:`number_keys`). ``no_nulls``: the tables hold no null in the key columns, so
     one such column is keyed by words (:meth:`KeySpec.words`), which sort as numbers."""
     if all(numbers(schema.field(c).type) for c in by):
-        dtypes = [schema.field(c).type.to_pandas_dtype() for c in by]
+        dtypes = [number_dtype(schema.field(c).type) for c in by]
         return KeySpec.of_numbers(
             by, dtypes, list(ascending), na_position, word=no_nulls and len(by) == 1
         )
@@ -85,6 +85,17 @@ def of_numbers(table, spec: KeySpec) -> bool:
     """Whether ``table``'s key columns are all numbers (:func:`numbers`): their keys are written
     from Arrow (:func:`number_keys`)."""
     return all(numbers(table.schema.field(c).type) for c in spec.by)
+
+
+def number_dtype(typ) -> np.dtype:
+    """The NumPy dtype of an Arrow type of numbers (:func:`numbers`), read from the type: pyarrow's
+    ``to_pandas_dtype`` imports pandas in some versions (the device machine's)."""
+    import pyarrow.types as t
+
+    if t.is_boolean(typ):
+        return np.dtype(bool)
+    kind = "f" if t.is_floating(typ) else "i" if t.is_signed_integer(typ) else "u"
+    return np.dtype(f"{kind}{typ.bit_width // 8}")
 
 
 def numbers(typ) -> bool:
@@ -185,7 +196,7 @@ def _values(table, name) -> np.ndarray:
     values, read from its buffers (Arrow's ``to_numpy`` imports pandas); no copy where the column
     is one chunk of numbers."""
     col = table.column(name)
-    dtype = np.dtype(col.type.to_pandas_dtype())
+    dtype = number_dtype(col.type)
     parts = []
     for a in col.chunks:
         n, at = len(a), a.offset
