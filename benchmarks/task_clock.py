@@ -10,7 +10,9 @@ it sleeps 1 ms again and again and times how late it runs Python again (the medi
 percentile of the delay past the 1 ms).
 
     python benchmarks/task_clock.py sort T.parquet OUT --by fare --cpu --threads-per-worker 16
-    python benchmarks/task_clock.py --set dsort.core.arrow_hash.BLOCK_ROWS=262144 sort ...
+    python benchmarks/task_clock.py --set dsort.core.arrow_hash.BLOCK_ROWS=16384 sort ...
+
+(``arrow_hash.block_rows`` multiplies BLOCK_ROWS by threads / 4, up to 4: at 16 threads 65,536 here.)
 
 ``--set MODULE.NAME=INT`` (again for more) sets a module's constant first: an A/B in one tree.
 

@@ -188,11 +188,13 @@ def _parquet_input(tmp_path, n=6000):
     return src, df
 
 
-@pytest.mark.parametrize("fault", ["lost", "doubled", "none"])
+@pytest.mark.parametrize("fault", ["lost", "doubled", "a column astray", "none"])
 def test_a_parquet_sort_that_loses_or_doubles_a_row_fails_its_check(tmp_path, capsys, monkeypatch, fault):
     """The columnar sort hashes each row once and carries the hash with it: a merge that drops a
-    row, or repeats one, changes the outputs' checksum; the sort fails (exit 1) and writes
-    nothing. The same sort with the merge untouched passes (the check is what tells them apart)."""
+    row, or repeats one, changes the outputs' checksum, and so does a column whose values went
+    astray from their rows' hashes (a sample of each output is hashed again); the sort fails (exit
+    1) and writes nothing. The same sort with the merge untouched passes (the check is what tells
+    them apart)."""
     from dsort.core import table_chunk as TC
 
     merge = TC.merge
@@ -205,6 +207,11 @@ def test_a_parquet_sort_that_loses_or_doubles_a_row_fails_its_check(tmp_path, ca
             import pyarrow as pa
 
             return pa.concat_tables([table.slice(1, 1), table.slice(1)]), np.append(hashes[1:2], hashes[1:])
+        if len(table) > 1 and fault == "a column astray":  # one column's values in another order
+            import pyarrow as pa
+
+            column = table.column("row").take(pa.array(np.arange(len(table))[::-1].copy()))
+            return table.set_column(table.schema.get_field_index("row"), "row", column), hashes
         return table, hashes
 
     monkeypatch.setattr(TC, "merge", faulty)

@@ -303,30 +303,33 @@ def test_sigterm_while_staging_publishes_nothing(tmp_path):
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork")
 def test_a_forked_child_flushes_with_threads_of_its_own(tmp_path):
-    """A child forked after the parent began flushing parts in the background has none of its
-    flusher threads: its first flush makes its own, and runs."""
+    """A child forked while the parent stages an output and flushes its files in the background
+    has neither the parent's flusher threads nor its staged directories: its flushes there are
+    its own, done in the calling thread."""
     import time
 
-    f = tmp_path / "part"
-    f.write_bytes(b"rows")
-    _output.flush_soon(f)  # the parent's flusher made
-    pid = os.fork()
-    if pid == 0:  # the child: 0 only where it starts without the parent's flusher and its own runs
-        code = 1
-        try:
-            if _output._flusher is None:
-                _output.flush_soon(f)
-                done = _output._flusher.submit(lambda: "ran")
-                code = 0 if done.result(timeout=20) == "ran" else 1
-        finally:
-            os._exit(code)
-    deadline = time.monotonic() + 30
-    while True:
-        got, status = os.waitpid(pid, os.WNOHANG)
-        if got or time.monotonic() > deadline:
-            break
-        time.sleep(0.01)
-    if not got:
-        os.kill(pid, 9)
-        os.waitpid(pid, 0)
+    pid = None
+    with staged(tmp_path / "out", directory=True) as tmp:
+        f = tmp / "part"
+        f.write_bytes(b"rows")
+        _output.flush_soon(f)  # the parent's flusher made
+        assert _output._flusher is not None and _output._staging
+        pid = os.fork()
+        if pid == 0:  # the child: 0 only where it starts without the parent's flusher or staging
+            code = 1
+            try:
+                if _output._flusher is None and not _output._staging:
+                    _output.flush_soon(f)  # flushed here and now
+                    code = 0 if _output._flusher is None else 1
+            finally:
+                os._exit(code)
+        deadline = time.monotonic() + 30
+        while True:
+            got, status = os.waitpid(pid, os.WNOHANG)
+            if got or time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        if not got:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
     assert got and os.waitstatus_to_exitcode(status) == 0

@@ -412,36 +412,63 @@ def test_check_across_parts_of_different_string_widths_like_python(tmp_path, rng
 
 
 def test_a_part_is_flushed_as_soon_as_it_is_written(tmp_path, monkeypatch):
-    """write_part starts its file's flush to the disk (in the background: the writes' flushes
-    overlap the other tasks, not one after another at the publish, nor in the task): the file
-    synced holds the whole table; a flush of a file gone meanwhile (a failed sort removed it)
-    raises nowhere."""
+    """write_part flushes its file to the disk as soon as it is written: in the task itself
+    outside a directory this process stages (a cluster's worker), in the background inside one
+    (the writes' flushes overlap the other tasks), the publish waiting for them; the file synced
+    holds the whole table."""
     import os
-    import time
+    import threading
+
+    from dsort.io import _output
 
     synced = []
     real = os.fsync
 
     def fsync(fd):
-        synced.append(os.fstat(fd).st_ino)
+        synced.append((os.fstat(fd).st_ino, threading.current_thread().name))
         real(fd)
-
-    from dsort.io import _output
 
     monkeypatch.setattr(_output.os, "fsync", fsync)
     table = pa.table({"k": np.arange(1000), "s": [str(i) for i in range(1000)]})
     pio.write_part(table, tmp_path / "p.parquet")
-    inode = (tmp_path / "p.parquet").stat().st_ino
-    deadline = time.monotonic() + 30
-    while not synced and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert synced == [inode]
+    here = threading.current_thread().name
+    assert synced == [((tmp_path / "p.parquet").stat().st_ino, here)]  # in the task, done
     assert pq.read_table(tmp_path / "p.parquet").equals(table)
-    _output.flush_soon(tmp_path / "gone.parquet")  # no such file: nothing raised, nothing synced
-    _output.flush_soon(tmp_path / "p.parquet")
-    while len(synced) < 2 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert synced == [inode, inode]
+    synced.clear()
+    with _output.staged(tmp_path / "out", directory=True) as tmp:
+        pio.write_part(table, tmp / "part-0.parquet")
+        inode = (tmp / "part-0.parquet").stat().st_ino
+    flushed = [t for i, t in synced if i == inode]
+    assert flushed and flushed[0] != here  # by a flusher thread, before the publish's own
+    assert pq.read_table(tmp_path / "out" / "part-0.parquet").equals(table)
+
+
+def test_a_background_flush_that_fails_fails_the_publish(tmp_path, monkeypatch):
+    """A part whose background flush fails (the disk lost the write: an fsync that fails once may
+    not fail again) is never published: the staged output is removed and the error raised."""
+    import errno
+    import os
+
+    from dsort.io import _output
+
+    real = os.fsync
+    bad = []
+
+    def fsync(fd):
+        if bad and os.fstat(fd).st_ino == bad[0]:
+            bad.clear()  # fails once, as Linux reports a lost write once
+            raise OSError(errno.EIO, "Input/output error")
+        real(fd)
+
+    monkeypatch.setattr(_output.os, "fsync", fsync)
+    table = pa.table({"k": np.arange(100)})
+    with pytest.raises(OSError, match="Input/output"):
+        with _output.staged(tmp_path / "out", directory=True) as tmp:
+            pio.write_part(table, tmp / "part-1.parquet")  # written before the failure is armed
+            (tmp / "part-0.parquet").write_bytes(b"")
+            bad.append((tmp / "part-0.parquet").stat().st_ino)
+            pio.write_part(table, tmp / "part-0.parquet")
+    assert not (tmp_path / "out").exists() and list(tmp_path.iterdir()) == []
 
 
 def test_pieces_of_wide_rows_hold_fewer_of_them(tmp_path):
@@ -473,3 +500,22 @@ def test_number_dtypes_are_read_from_the_arrow_type():
     types += [pa.float32(), pa.float64(), pa.bool_()]
     for typ in types:
         assert TC.numbers(typ) and TC.number_dtype(typ) == np.dtype(typ.to_pandas_dtype()), typ
+
+
+def test_the_hashes_a_sort_carries_are_its_rows_hashes(rng):
+    """The hashes a sorted piece and a merged output carry are, row by row, the hashes of the values
+    they come with (not only their sum: a checksum of hashes in another order would sum alike)."""
+    from dsort.core import frame_chunk as FC, table_chunk as TC
+
+    df = _frame(rng, int(rng.integers(50, 400)))
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    spec = TC.spec_of(table.schema, ["i", "s"], [True, False], "last")
+    cut = np.sort(rng.integers(0, len(table) + 1, 2))
+    parts = [TC.sort_part(table.slice(a, b - a), spec, hashed=True) for a, b in zip([0, *cut], [*cut, len(table)])]
+    for part in parts:
+        np.testing.assert_array_equal(part.hashes, TC.row_hashes(part.table))
+    plan = FC.make_plan(spec, 2, None, *[FC.info(p, 2) for p in parts])
+    cuts = FC.cuts(plan, *[FC.window(spec, p, plan, q) for q, p in enumerate(parts)])
+    for t in range(len(cuts) - 1):
+        merged, hashes = TC.merge(None, *[TC.piece(spec, p, plan, cuts, t, q) for q, p in enumerate(parts)])
+        np.testing.assert_array_equal(hashes, TC.row_hashes(merged))

@@ -13,10 +13,12 @@ their keys: stable, ties in part order.
 The sort's own check that no row is lost or doubled: each row's hash (:func:`row_hashes`) is made
 once, from the input's values as the row is sorted, and carried with the row through the slices
 and merges; an input's checksum sums the hashes of its rows, an output's the hashes its rows
-carry, so a row that the cuts or merges drop or repeat changes the sum. Hashing every output again
-cost as much as hashing the input, and the hashes' many short NumPy calls held 16 threads waiting
-for the GIL (BENCHMARKS.md section 10). The files written are checked against the same checksum
-by ``dsort check`` (:func:`summarize` without carried hashes hashes the values read).
+carry, so a row that the cuts or merges drop or repeat changes the sum; a sample of each output's
+rows is hashed again from its values (:func:`_sampled`), so values taken apart from their rows
+change it too. Hashing every output again cost as much as hashing the input, and the hashes' many
+short NumPy calls held 16 threads waiting for the GIL (BENCHMARKS.md section 10). The files written
+are checked value by value against the same checksum by ``dsort check`` (:func:`summarize` without
+carried hashes hashes the values read).
 """
 
 from __future__ import annotations
@@ -255,7 +257,7 @@ def summarize(table, spec: KeySpec, hashes=None) -> valsort.Summary:
     pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
     tables)."""
     keys, _, _ = table_keys(table, spec)
-    hashes = row_hashes(table) if hashes is None else hashes
+    hashes = row_hashes(table) if hashes is None else _sampled(table, hashes)
     s = valsort.summarize(keys, checksums=hashes, nbytes=int(table.nbytes))
     if spec.word or of_numbers(table, spec):
         return s
@@ -265,6 +267,25 @@ def summarize(table, spec: KeySpec, hashes=None) -> valsort.Summary:
             key_frame(table.slice(len(table) - 1, 1), spec.by),
         )
     return s
+
+
+SAMPLE_ROWS = 1024  # rows of an output whose values are hashed again beside their carried hashes
+
+
+def _sampled(table, hashes) -> np.ndarray:
+    """The hashes ``table``'s rows carry, those of about :data:`SAMPLE_ROWS` of its rows (every
+    k-th and the last) made again from their values: values that went astray from their rows' hashes
+    (a column taken in another order) change the output's checksum. A value changed in a row that
+    is not sampled is found by ``dsort check`` alone, which hashes every value read back."""
+    n = len(table)
+    if not n:
+        return hashes
+    at = np.arange(0, n, max(1, n // SAMPLE_ROWS), dtype=np.int64)
+    if at[-1] != n - 1:
+        at = np.append(at, n - 1)
+    out = np.array(hashes, np.uint64)  # a copy: the carried ones may be a piece's, shared
+    out[at] = row_hashes(take(table, at))
+    return out
 
 
 def ends_comparable(summaries, spec: KeySpec) -> list:

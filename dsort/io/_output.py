@@ -266,6 +266,7 @@ def staged(output: Path, *, directory: bool = False, overwrite: bool = False):
     if directory:
         tmp.mkdir()
     stopped = []
+    flushes = _flushes(tmp) if directory else contextlib.nullcontext()
 
     def _stop(signum, frame):
         # An exception raised here can be swallowed (inside a garbage-collector callback, say), so
@@ -278,9 +279,15 @@ def staged(output: Path, *, directory: bool = False, overwrite: bool = False):
         for sig in (signal.SIGINT, signal.SIGTERM):
             handlers[sig] = signal.signal(sig, _stop)
     try:
-        yield tmp
-        if stopped:
-            raise KeyboardInterrupt if stopped[0] == signal.SIGINT else SystemExit(128 + stopped[0])
+        with flushes:
+            yield tmp
+            if stopped:
+                raise (
+                    KeyboardInterrupt
+                    if stopped[0] == signal.SIGINT
+                    else SystemExit(128 + stopped[0])
+                )
+            _wait_flushes(tmp)  # the parts' flushes begun as they were written
         _sync_tree(tmp)
         (_publish_over if overwrite else _publish_new)(tmp, output)
         _sync_dir(output.parent)
@@ -303,39 +310,64 @@ def fsync(path: Path) -> None:
 
 FLUSHERS = 4  # threads that flush parts in the background (flush_soon)
 _flusher = None
+# directories being staged by this process (:func:`staged`) -> their files' background flushes
+_staging: dict = {}
 _flusher_lock = threading.Lock()
 
 
 def flush_soon(path: Path) -> None:
-    """Start flushing a file dsort wrote to its disk on a thread of its own, and return: the task
-    that wrote it goes on with the next one, the disk's writes overlap the sort (a flush waited
-    for the disk in the task: 37 ms a Parquet part on 16 cores, 7% of the threads' time,
-    BENCHMARKS.md section 10). Only an early start, so that the publish's flush of every file
-    (:func:`staged`) finds them written: that one waits, and fails where the disk does; an error
-    here (the file gone with a failed sort, say) is left to it."""
-    global _flusher
+    """Flush a file dsort wrote to its disk. Where this process stages the directory it is in
+    (:func:`staged`: the command line's embedded threads), on a thread of its own, and return:
+    the task that wrote it goes on with the next one, the disk's writes overlap the sort (a flush
+    waited for the disk in the task: 37 ms a Parquet part on 16 cores, 7% of the threads' time,
+    BENCHMARKS.md section 10); the publish waits for every such flush and fails with the first
+    error (a flush that failed once may not fail again: Linux reports a lost write to the
+    descriptors open then). Elsewhere (a cluster's worker) in the task itself, whose error it is."""
+    path = Path(os.path.abspath(path))
     with _flusher_lock:
-        if _flusher is None:
-            from concurrent.futures import ThreadPoolExecutor
+        pending = _staging.get(path.parent)
+        if pending is not None:
+            global _flusher
+            if _flusher is None:
+                from concurrent.futures import ThreadPoolExecutor
 
-            _flusher = ThreadPoolExecutor(FLUSHERS, thread_name_prefix="dsort-flush")
-        _flusher.submit(_try_fsync, Path(path))
+                _flusher = ThreadPoolExecutor(FLUSHERS, thread_name_prefix="dsort-flush")
+            pending.append(_flusher.submit(fsync, path))
+            return
+    fsync(path)
+
+
+@contextlib.contextmanager
+def _flushes(directory: Path):
+    """Files written into ``directory`` meanwhile are flushed in the background
+    (:func:`flush_soon`); :func:`_wait_flushes` waits for them."""
+    key = Path(os.path.abspath(directory))
+    with _flusher_lock:
+        _staging[key] = []
+    try:
+        yield
+    finally:
+        with _flusher_lock:
+            _staging.pop(key, None)
+
+
+def _wait_flushes(directory: Path) -> None:
+    """Wait for the background flushes of files in ``directory``; raise the first one's error."""
+    with _flusher_lock:
+        pending = list(_staging.get(Path(os.path.abspath(directory)), ()))
+    for f in pending:
+        f.result()
 
 
 def _forget_flusher() -> None:
     """In a child made by ``fork``: the parent's flusher threads are not there (nor a lock one of
-    them held); the child's first flush makes its own."""
-    global _flusher, _flusher_lock
-    _flusher, _flusher_lock = None, threading.Lock()
+    them held), and it stages nothing; its first flush in a staged directory makes its own."""
+    global _flusher, _flusher_lock, _staging
+    _flusher, _flusher_lock, _staging = None, threading.Lock(), {}
 
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_flusher)
-
-
-def _try_fsync(path: Path) -> None:
-    with contextlib.suppress(OSError):
-        fsync(path)
 
 
 def _sync_tree(path: Path) -> None:
