@@ -149,8 +149,8 @@ def write_part(table, path) -> None:
     pq.write_table(table.replace_schema_metadata(None), path, use_dictionary=words)
     # flushed as soon as written, beside the other tasks: the publish's flush of every part, one
     # after another as the command's last step, took 0.3-0.7 s of a 3e7-row sort on 2 cores; in
-    # the background, not by the task itself: on 16 cores the flushes held the threads 7% of
-    # their time
+    # the background where this process publishes (on 16 cores the flushes held the task threads
+    # 7% of their time), by the task on a cluster's worker
     flush_soon(path)
 
 
