@@ -163,38 +163,3 @@ def test_places_are_each_elements_place_in_its_list(rng):
         offsets = np.concatenate([[0], np.cumsum(np.asarray(lens, np.int64))]).astype(np.int64)
         want = [p for n in lens for p in range(int(n))]
         assert H._places(offsets).tolist() == want, lens
-
-
-@pytest.mark.parametrize("n", [0, 1, 2, 7, 257])
-def test_the_compiled_loops_hash_as_numpy_does(rng, n):
-    """The compiled loops (large inputs) give every hash the NumPy passes give: every type, nulls
-    and nested nulls, sliced (offsets into the buffers, validity bits not at a byte's start) and
-    chunked, and rows of all columns at once."""
-    cols = _columns(rng, n)
-    # long strings and binaries of every length around the words' bounds
-    cols["long_string"] = pa.array(["".join(rng.choice(list("abé\x00"), int(k))) for k in rng.integers(0, 70, n)], pa.large_string())
-    for name, a in cols.items():
-        np.testing.assert_array_equal(H.hashes(a, compiled=True), H.hashes(a), err_msg=name)
-        if n > 2:
-            lo, hi = 1, n - int(rng.integers(1, n))
-            part = a.slice(lo, max(0, hi - lo))
-            np.testing.assert_array_equal(H.hashes(part, compiled=True), H.hashes(part), err_msg=f"{name} sliced")
-            chunked = pa.chunked_array([a.slice(0, 3), a.slice(3)], a.type)
-            got = H.row_hashes([chunked], n, compiled=True)
-            np.testing.assert_array_equal(got, H.row_hashes([a], n), err_msg=f"{name} chunked")
-    names = list(cols)
-    want = H.row_hashes([cols[c] for c in names], n)
-    np.testing.assert_array_equal(H.row_hashes([cols[c] for c in names], n, compiled=True), want)
-    if n > 2:
-        sliced = [cols[c].slice(1, n - 2) for c in names]
-        np.testing.assert_array_equal(H.row_hashes(sliced, n - 2, compiled=True), want[1 : n - 1])
-
-
-def test_the_compiled_loops_are_taken_for_large_inputs_of_more_than_numbers():
-    assert not H.compiled_for(0) and not H.compiled_for(H.COMPILE_BYTES - 1)
-    assert H.compiled_for(H.COMPILE_BYTES)
-    numbers = pa.schema([("i", pa.int64()), ("f", pa.float32()), ("b", pa.bool_()), ("t", pa.timestamp("us"))])
-    assert not H.compiled_for(H.COMPILE_BYTES, numbers)
-    for typ in (pa.string(), pa.list_(pa.int64()), pa.decimal128(12, 2), pa.dictionary(pa.int32(), pa.int64())):
-        assert H.compiled_for(H.COMPILE_BYTES, numbers.append(pa.field("x", typ))), typ
-        assert not H.compiled_for(H.COMPILE_BYTES - 1, numbers.append(pa.field("x", typ))), typ

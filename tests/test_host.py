@@ -42,6 +42,13 @@ def test_host_arrays_are_numpys(rng, pooled, n, dtype):
         assert _same(host.arange(n, dtype), np.arange(n, dtype=dtype))
 
 
+@pytest.mark.parametrize("n", [host.IOTA - 1, host.IOTA, host.IOTA + 1, 2 * host.IOTA + 5])
+@pytest.mark.parametrize("dtype", ["int64", "uint64", "int32"])
+def test_host_arange_across_its_blocks(pooled, n, dtype):
+    """Positions are made a block at a time: around and across the blocks' bounds, NumPy's."""
+    assert _same(host.arange(n, np.dtype(dtype)), np.arange(n, dtype=dtype))
+
+
 def test_host_take_refuses_positions_outside(pooled):
     a = np.arange(10)
     assert _same(host.take(a, np.array([-10, -1, 0, 9])), a[[-10, -1, 0, 9]])

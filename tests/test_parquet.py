@@ -519,20 +519,3 @@ def test_the_hashes_a_sort_carries_are_its_rows_hashes(rng):
     for t in range(len(cuts) - 1):
         merged, hashes = TC.merge(None, *[TC.piece(spec, p, plan, cuts, t, q) for q, p in enumerate(parts)])
         np.testing.assert_array_equal(hashes, TC.row_hashes(merged))
-
-
-@pytest.mark.parametrize("external", [False, True])
-def test_large_inputs_are_hashed_by_the_compiled_loops_to_the_same_checksum(tmp_path, rng, monkeypatch, external):
-    """Inputs of COMPILE_BYTES or more are hashed by the compiled loops (the sort's pieces, the
-    external sort's partitions and outputs, and the check): the sorted parts, the manifest's checksum
-    and the check's are those of the NumPy hashes of the input's rows."""
-    from dsort.core import _arrow_hash_jit as jit, arrow_hash as H
-
-    calls = []
-    monkeypatch.setattr(H, "COMPILE_BYTES", 1)
-    monkeypatch.setattr(H, "_jit", lambda: calls.append(1) or jit)
-    _sort_job_writes_the_parts_in_order(tmp_path, rng, ["s", "i"], bool(rng.integers(2)), external, None)
-    assert calls
-    manifest = pio.manifest(tmp_path / "out")
-    table = pa.concat_tables([pq.read_table(f) for f in sorted((tmp_path / "src").iterdir())])
-    assert int(manifest["checksum"], 16) == valsort.exact_sum(H.row_hashes(table.columns, len(table)))

@@ -25,10 +25,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._hash_constants import BYTES as _BYTES, K as _K, LIST as _LIST, MIX1, MIX2, NULL, VERSION
-from ._hash_constants import ROW as _ROW, STRUCT as _STRUCT
-
-__all__ = ["NULL", "VERSION", "block_rows", "compiled_for", "hashes", "mix", "row_hashes"]
+# The hashes' definition: another version makes other checksums of the same values (a manifest
+# written with another one is not held to its checksum). 2: strings over 16 bytes hashed by word.
+VERSION = 2
+NULL = np.uint64(0x9E3779B97F4A7C15)
+_K = np.uint64(0xFF51AFD7ED558CCD)  # odd: the polynomial's base and the fold's multiplier
+_LIST = np.uint64(0xC2B2AE3D27D4EB4F)
+_BYTES = np.uint64(0x165667B19E3779F9)
+_STRUCT = np.uint64(0x27D4EB2F165667C5)
+_ROW = np.uint64(0x85EBCA77C2B2AE63)
 BLOCK_ROWS = 1 << 16  # rows hashed at once by row_hashes: a block's words fit the CPU's cache
 
 
@@ -54,10 +59,10 @@ def mix(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     with np.errstate(over="ignore"):
         np.right_shift(out, np.uint64(30), out=t)
         out ^= t
-        out *= MIX1
+        out *= np.uint64(0xBF58476D1CE4E5B9)
         np.right_shift(out, np.uint64(27), out=t)
         out ^= t
-        out *= MIX2
+        out *= np.uint64(0x94D049BB133111EB)
         np.right_shift(out, np.uint64(31), out=t)
         out ^= t
     return out
@@ -89,73 +94,31 @@ def _places(offsets: np.ndarray) -> np.ndarray:
     return place.view(np.uint64)
 
 
-COMPILE_BYTES = 64 << 20  # inputs of this many bytes or more take the compiled loops
-
-
-def compiled_for(nbytes: int, schema=None) -> bool:
-    """Whether rows of inputs of ``nbytes`` bytes (a sort's or check's files) of ``schema`` (an
-    Arrow schema; None: any type) are hashed by the compiled loops (:mod:`._arrow_hash_jit`): the
-    same hashes, one pass a column without the GIL, where loading them (numba's import, 0.3 s, and
-    its cache) is worth it: large inputs with a column of other than numbers of up to 8 bytes
-    (those take a few NumPy calls a block; on 2 cores 3e7 rows of three such columns took 0.2 s
-    longer compiled, those of every type 0.5 s less: BENCHMARKS.md section 10)."""
-    if int(nbytes) < COMPILE_BYTES:
-        return False
-    return schema is None or not all(_plain(f.type) for f in schema)
-
-
-def _plain(typ) -> bool:
-    """Whether an Arrow type is of numbers of 1, 2, 4 or 8 bytes (their hashes as they are) or
-    booleans."""
-    import pyarrow as pa
-    import pyarrow.types as t
-
-    if t.is_dictionary(typ) or isinstance(typ, pa.ExtensionType):
-        return False
-    return t.is_boolean(typ) or _fixed_width(typ) in (1, 2, 4, 8)
-
-
-def _jit():
-    from . import _arrow_hash_jit
-
-    return _arrow_hash_jit
-
-
-_NO_BITS = np.empty(0, np.uint8)
-
-
-def hashes(array, compiled: bool = False) -> np.ndarray:
+def hashes(array) -> np.ndarray:
     """One uint64 a row of ``array`` (a pyarrow Array or ChunkedArray, or anything ``pa.array``
-    takes); ``compiled``: by the compiled loops (:func:`compiled_for`)."""
+    takes)."""
     import pyarrow as pa
 
     if isinstance(array, pa.ChunkedArray):
-        parts = [hashes(c, compiled) for c in array.chunks]
+        parts = [hashes(c) for c in array.chunks]
         return np.concatenate(parts) if parts else np.empty(0, np.uint64)
     if not isinstance(array, pa.Array):
         array = pa.array(array)
-    h = _values(array, compiled)
+    h = _values(array)
     if array.null_count:
-        bits = array.buffers()[0]
-        if compiled and bits is not None:
-            _jit().nulls_into(h, np.frombuffer(bits, np.uint8), array.offset)
-        else:
-            h[~_bools(array.is_valid())] = NULL
+        h[~_bools(array.is_valid())] = NULL
     return h
 
 
-def row_hashes(columns, rows: int, block: int | None = None, compiled: bool = False) -> np.ndarray:
+def row_hashes(columns, rows: int, block: int | None = None) -> np.ndarray:
     """One uint64 a row of the columns ``columns`` (each as :func:`hashes` takes it, all
     ``rows`` long): their values folded in column order (each times a power of an odd constant),
     mixed once. ``block`` (:data:`BLOCK_ROWS`; :func:`block_rows`) rows at a time, so that the
     dozen passes over a block's words stay in the CPU's cache (over whole columns each pass went
-    to memory: several times slower, BENCHMARKS.md section 10). ``compiled``: the same hashes by
-    the compiled loops, a column at a time (:func:`compiled_for`)."""
+    to memory: several times slower, BENCHMARKS.md section 10)."""
     import pyarrow as pa
 
     columns = [c if isinstance(c, (pa.Array, pa.ChunkedArray)) else pa.array(c) for c in columns]
-    if compiled:
-        return _compiled_rows(columns, rows)
     out = np.empty(rows, np.uint64)
     block = int(block or BLOCK_ROWS)
     for at in range(0, rows, block):
@@ -170,49 +133,7 @@ def row_hashes(columns, rows: int, block: int | None = None, compiled: bool = Fa
     return out
 
 
-def _compiled_rows(columns, rows: int) -> np.ndarray:
-    """:func:`row_hashes` by the compiled loops (:func:`_fold_compiled`), mixed once."""
-    out = _fold_compiled(np.full(rows, _ROW), columns)
-    _jit().mix_into(out)
-    return out
-
-
-def _numbers(a) -> tuple | None:
-    """``(values as unsigned integers, validity bytes or empty, its first bit)`` of an array of
-    numbers of 1, 2, 4 or 8 bytes (their hashes as they are), read from its buffers; None for an
-    array of any other type."""
-    import pyarrow.types as t
-
-    typ = a.type
-    if t.is_boolean(typ) or not _plain(typ):
-        return None
-    width = _fixed_width(typ)
-    values = np.frombuffer(a.buffers()[1], f"<u{width}", count=len(a), offset=a.offset * width)
-    bits = a.buffers()[0] if a.null_count else None
-    return values, _NO_BITS if bits is None else np.frombuffer(bits, np.uint8), a.offset
-
-
-def _fold_compiled(acc: np.ndarray, columns) -> np.ndarray:
-    """``acc`` with each of ``columns`` (Arrow arrays or chunked arrays as long as it) folded in,
-    in order (times K, plus the column's hash), by the compiled loops; numbers straight from their
-    buffers."""
-    import pyarrow as pa
-
-    jit = _jit()
-    for c in columns:
-        at = 0
-        for a in c.chunks if isinstance(c, pa.ChunkedArray) else [c]:
-            n = len(a)
-            if n:
-                got = _numbers(a)
-                if got is None:
-                    got = hashes(a, compiled=True), _NO_BITS, 0
-                jit.fold_into(acc[at : at + n], *got)
-            at += n
-    return acc
-
-
-def _values(a, compiled: bool = False) -> np.ndarray:
+def _values(a) -> np.ndarray:
     """Hashes of every row of ``a``, nulls included (as whatever their slots hold)."""
     import pyarrow as pa
     import pyarrow.types as t
@@ -224,35 +145,30 @@ def _values(a, compiled: bool = False) -> np.ndarray:
     if t.is_null(typ):
         return np.full(n, NULL)
     if isinstance(typ, pa.ExtensionType):
-        return _values(a.storage, compiled)
+        return _values(a.storage)
     if t.is_dictionary(typ):
         # a null index: the last (the dictionary may be empty)
-        values = np.append(hashes(a.dictionary, compiled), NULL)
+        values = np.append(hashes(a.dictionary), NULL)
         return values[_ints(a.indices.cast(pa.int64()).fill_null(len(a.dictionary)))]
-    if t.is_boolean(typ) and compiled:
-        return _jit().booleans(np.frombuffer(a.buffers()[1], np.uint8), a.offset, n)
     if t.is_boolean(typ):
         bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little")[
             a.offset : a.offset + n
         ]
         return bits.astype(np.uint64) + _K
     if t.is_string(typ) or t.is_binary(typ) or t.is_large_string(typ) or t.is_large_binary(typ):
-        return _bytes(a, compiled)
+        return _bytes(a)
     if t.is_string_view(typ) or t.is_binary_view(typ):
-        wide = pa.large_string() if t.is_string_view(typ) else pa.large_binary()
-        return _bytes(a.cast(wide), compiled)
+        return _bytes(a.cast(pa.large_string() if t.is_string_view(typ) else pa.large_binary()))
     if t.is_list(typ) or t.is_large_list(typ) or t.is_map(typ):
         offsets = _ints(a.offsets).astype(np.int64)
         child = _child(a)
         return _lists(
-            child.slice(offsets[0], offsets[-1] - offsets[0]), offsets - offsets[0], compiled
+            hashes(child.slice(offsets[0], offsets[-1] - offsets[0])), offsets - offsets[0]
         )
     if t.is_fixed_size_list(typ):
         k = typ.list_size
         child = a.values.slice(a.offset * k, n * k)
-        return _lists(child, np.arange(n + 1, dtype=np.int64) * k, compiled)
-    if t.is_struct(typ) and compiled:
-        return _fold_compiled(np.full(n, _STRUCT), a.flatten())
+        return _lists(hashes(child), np.arange(n + 1, dtype=np.int64) * k)
     if t.is_struct(typ):
         return _fold(np.full(n, _STRUCT), [hashes(f) for f in a.flatten()], mixed=False)
     width = _fixed_width(typ)
@@ -260,7 +176,7 @@ def _values(a, compiled: bool = False) -> np.ndarray:
         raw = np.frombuffer(a.buffers()[1], np.uint8)[
             a.offset * width : (a.offset + n) * width
         ].reshape(n, width)
-        return _words(raw, compiled)
+        return _words(raw)
     import pandas as pd
 
     return pd.util.hash_array(np.array([repr(v) for v in a.to_pylist()], object)).astype(np.uint64)
@@ -319,13 +235,11 @@ def _fold(acc: np.ndarray, parts, mixed: bool = True) -> np.ndarray:
     return acc
 
 
-def _words(raw: np.ndarray, compiled: bool = False) -> np.ndarray:
+def _words(raw: np.ndarray) -> np.ndarray:
     """Hashes of ``(n, width)`` uint8 rows: their bytes as uint64 words, folded."""
     n, width = raw.shape
     if width in (1, 2, 4, 8):  # one word: the value itself (the row's hash mixes it)
         return np.ascontiguousarray(raw).view(f"<u{width}").reshape(n).astype(np.uint64)
-    if compiled:
-        return _jit().words(raw)
     padded = np.zeros((n, -(-width // 8) * 8), np.uint8)
     padded[:, :width] = raw
     words = padded.view("<u8")
@@ -340,7 +254,7 @@ def _powers(n: int) -> np.ndarray:
         return np.cumprod(p, dtype=np.uint64)
 
 
-def _bytes(a, compiled: bool = False) -> np.ndarray:
+def _bytes(a) -> np.ndarray:
     """Hashes of a string or binary array's values, each mixed with its length: values of up to
     16 bytes as two words (zero-padded), folded; longer ones a polynomial over their 8-byte words
     (:func:`_polynomial`)."""
@@ -348,12 +262,9 @@ def _bytes(a, compiled: bool = False) -> np.ndarray:
     big = a.type.id in (_large_ids())
     offsets = np.frombuffer(a.buffers()[1], np.int64 if big else np.int32)[
         a.offset : a.offset + n + 1
-    ]
+    ].astype(np.int64)
     data = a.buffers()[2]
     data = np.frombuffer(data, np.uint8) if data is not None else np.empty(0, np.uint8)
-    if compiled:
-        return _jit().strings(data, offsets)
-    offsets = offsets.astype(np.int64)
     lengths = np.diff(offsets)
     out = lengths.view(np.uint64) + _BYTES
     short = lengths <= 16
@@ -439,14 +350,10 @@ def _large_ids() -> tuple:
     return (pa.large_string().id, pa.large_binary().id)
 
 
-def _lists(child, offsets: np.ndarray, compiled: bool = False) -> np.ndarray:
-    """Hashes of lists whose elements are ``child`` (an Arrow array) and whose bounds in it are
-    ``offsets`` (from 0): a polynomial over the elements' hashes (each times a power of an odd
-    constant by its place), then the length."""
-    if compiled:
-        got = _numbers(child)
-        return _jit().lists(*(got or (hashes(child, compiled=True), _NO_BITS, 0)), offsets)
-    child = hashes(child)
+def _lists(child: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """Hashes of lists whose elements' hashes are ``child`` and whose bounds in it are
+    ``offsets`` (from 0): a polynomial over the elements (each times a power of an odd constant
+    by its place), then the length."""
     lengths = np.diff(offsets)
     powers = _powers(int(lengths.max()) + 1 if len(lengths) else 1)
     with np.errstate(over="ignore"):

@@ -138,18 +138,16 @@ def _take_column(col, idx):
         return pa.array([values[i] for i in idx.to_pylist()], col.type)
 
 
-def sort_part(
-    table, spec: KeySpec, device=None, hashed: bool = False, block=None, compiled: bool = False
-) -> Sorted:
+def sort_part(table, spec: KeySpec, device=None, hashed: bool = False, block=None) -> Sorted:
     """A table sorted stably by its keys (their order on the worker's GPU with ``device="gpu"``:
     the keys go there, the order comes back; the rows stay on the host). Keyed by words where the
     spec says so (:attr:`KeySpec.word`: the caller knows the one key column holds no nulls) and
     the sort is on the host, else by byte rows. ``hashed``: with its rows' hashes, made from the
-    table's values ``block`` rows at a time or by the ``compiled`` loops (:func:`row_hashes`) and
-    put in the same order (:func:`tally_sorted`, the module docstring)."""
+    table's values ``block`` rows at a time (:func:`row_hashes`) and put in the same order
+    (:func:`tally_sorted`, the module docstring)."""
     keys, widths, kinds = table_keys(table, spec, words=device is None)
     order = FC._argsort(keys, device)
-    hashes = row_hashes(table, block, compiled)[order] if hashed else None
+    hashes = row_hashes(table, block)[order] if hashed else None
     return Sorted(take(table, order), engines.take_rows(keys, order), widths, kinds, hashes)
 
 
@@ -237,36 +235,29 @@ def merge(device, *pieces) -> tuple:
     return take(pa.concat_tables([t for t, _, _ in full]), order), hashes
 
 
-def tally(table, compiled: bool = False) -> valsort.Summary:
+def tally(table) -> valsort.Summary:
     """A table's count, checksum (:func:`row_hashes`) and bytes."""
     return valsort.Summary(
-        records=len(table),
-        checksum=valsort.exact_sum(row_hashes(table, compiled=compiled)),
-        bytes=int(table.nbytes),
+        records=len(table), checksum=valsort.exact_sum(row_hashes(table)), bytes=int(table.nbytes)
     )
 
 
-def row_hashes(table, block=None, compiled: bool = False) -> np.ndarray:
+def row_hashes(table, block=None) -> np.ndarray:
     """One 64-bit hash a row of ``table``, of its values alone (:mod:`dsort.core.arrow_hash`),
-    ``block`` rows at a time (:func:`~dsort.core.arrow_hash.block_rows`), or by the compiled loops
-    (``compiled``: :func:`~dsort.core.arrow_hash.compiled_for`)."""
-    return arrow_hash.row_hashes(table.columns, len(table), block, compiled)
+    ``block`` rows at a time (:func:`~dsort.core.arrow_hash.block_rows`)."""
+    return arrow_hash.row_hashes(table.columns, len(table), block)
 
 
-def summarize(table, spec: KeySpec, hashes=None, compiled: bool = False) -> valsort.Summary:
+def summarize(table, spec: KeySpec, hashes=None) -> valsort.Summary:
     """A sorted table's summary: its order checked on keys made again from its own columns (byte
     rows at its own string widths, whatever the sort keyed by; words where the spec keys by
     words: :func:`table_keys`), its checksum (of the ``hashes`` its rows carry where given, the
-    module docstring; else of its values, by the ``compiled`` loops if so) and bytes, and its
-    first and last rows' keys: words or byte rows of numbers, which compare across tables as they
-    are, else its key columns (small pandas frames, which :func:`ends_comparable` encodes at one
-    width for the checks across tables)."""
+    module docstring; else of its values) and bytes, and its first and last rows' keys: words
+    or byte rows of numbers, which compare across tables as they are, else its key columns (small
+    pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
+    tables)."""
     keys, _, _ = table_keys(table, spec)
-    hashes = (
-        row_hashes(table, compiled=compiled)
-        if hashes is None
-        else _sampled(table, hashes, compiled)
-    )
+    hashes = row_hashes(table) if hashes is None else _sampled(table, hashes)
     s = valsort.summarize(keys, checksums=hashes, nbytes=int(table.nbytes))
     if spec.word or of_numbers(table, spec):
         return s
@@ -281,7 +272,7 @@ def summarize(table, spec: KeySpec, hashes=None, compiled: bool = False) -> vals
 SAMPLE_ROWS = 1024  # rows of an output whose values are hashed again beside their carried hashes
 
 
-def _sampled(table, hashes, compiled: bool = False) -> np.ndarray:
+def _sampled(table, hashes) -> np.ndarray:
     """The hashes ``table``'s rows carry, those of about :data:`SAMPLE_ROWS` of its rows (every
     k-th and the last) made again from their values: values that went astray from their rows' hashes
     (a column taken in another order) change the output's checksum. A value changed in a row that
@@ -293,7 +284,7 @@ def _sampled(table, hashes, compiled: bool = False) -> np.ndarray:
     if at[-1] != n - 1:
         at = np.append(at, n - 1)
     out = np.array(hashes, np.uint64)  # a copy: the carried ones may be a piece's, shared
-    out[at] = row_hashes(take(table, at), compiled=compiled)
+    out[at] = row_hashes(take(table, at))
     return out
 
 

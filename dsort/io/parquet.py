@@ -190,26 +190,26 @@ def _table(df, schema):
     return pa.Table.from_arrays([pa.array(df[f.name]).cast(f.type) for f in schema], schema=schema)
 
 
-def _tally(df, schema, compiled):
+def _tally(df, schema):
     from ..core import table_chunk as TC
 
-    return TC.tally(_table(df, schema), compiled)
+    return TC.tally(_table(df, schema))
 
 
-def _write(df, path, spec, schema, compiled):
+def _write(df, path, spec, schema):
     """An output partition of the external sort written at ``path``; its summary (its values
-    hashed, by the ``compiled`` loops if so)."""
-    return _write_table((_table(df, schema), None), path, spec, compiled)
+    hashed)."""
+    return _write_table((_table(df, schema), None), path, spec)
 
 
-def _write_table(merged, path, spec, compiled: bool = False):
+def _write_table(merged, path, spec):
     """An output part of the columnar sort (:func:`dsort.core.table_chunk.merge`'s ``(table,
     hashes)``) written at ``path``; its summary, of the hashes its rows carry where given."""
     from ..core import table_chunk as TC
 
     table, hashes = merged
     write_part(table, path)
-    return TC.summarize(table, spec, hashes, compiled)
+    return TC.summarize(table, spec, hashes)
 
 
 def _merge_parts(spec, device, p, cut, t, *parts):
@@ -273,31 +273,27 @@ def piece_rows(files) -> int:
     return max(min(most, fit), min(most, MIN_PIECE_ROWS))
 
 
-def _sort_piece(table, first: int, rows: int, spec, device, block, compiled):
+def _sort_piece(table, first: int, rows: int, spec, device, block):
     """A piece sorted with its rows' hashes (the input's checksum, carried to the outputs), made
-    ``block`` rows at a time or by the ``compiled`` loops."""
+    ``block`` rows at a time."""
     from ..core import table_chunk as TC
 
-    piece = table.slice(first, rows)
-    return TC.sort_part(piece, spec, device, hashed=True, block=block, compiled=compiled)
+    return TC.sort_part(table.slice(first, rows), spec, device, hashed=True, block=block)
 
 
-def _columnar(
-    job, parts, pcs, tmp, names, spec, device, sliced: bool, threads=None, compiled=False
-):
+def _columnar(job, parts, pcs, tmp, names, spec, device, sliced: bool, threads=None):
     """The columnar sort's graph (:mod:`dsort.core.table_chunk`) into ``job``: read each row group,
     checksum and sort each of its pieces (``pcs``, :func:`pieces`); plan, windows and cuts; each
     output merged, then written. ``sliced`` (a cluster): each output's slice of each sorted piece
     is a task of its own, beside the piece, so only the slices travel to the merges; else (the
     embedded threads, which share the pieces) each merge takes its slices itself. ``threads``:
     how many tasks run at once in one process (the rows' hashes are made in blocks that fit it,
-    :func:`dsort.core.arrow_hash.block_rows`); ``compiled``: by the compiled loops instead
-    (:func:`dsort.core.arrow_hash.compiled_for`)."""
+    :func:`dsort.core.arrow_hash.block_rows`)."""
     from dask.base import tokenize
 
     from ..core import frame_chunk as FC, table_chunk as TC
 
-    token = tokenize(parts, pcs, spec, device, str(tmp), sliced, threads, compiled)
+    token = tokenize(parts, pcs, spec, device, str(tmp), sliced, threads)
     ref, n = tasks.ref, len(pcs)
     block = arrow_hash.block_rows(threads)
 
@@ -321,7 +317,6 @@ def _columnar(
             spec,
             device,
             block,
-            compiled,
         )
         add(key(tasks.CHECKSUM_INPUT, i), TC.tally_sorted, ref(key(tasks.SORT, i)))
         add(key(tasks.INFO, i), FC.info, ref(key(tasks.SORT, i)), len(names))
@@ -360,8 +355,7 @@ def _columnar(
                 t,
                 *[ref(key(tasks.SORT, q)) for q in range(n)],
             )
-        merged = ref(key(tasks.MERGE, t))
-        add(key(tasks.WRITE, t), _write_table, merged, str(tmp / name), spec, compiled)
+        add(key(tasks.WRITE, t), _write_table, ref(key(tasks.MERGE, t)), str(tmp / name), spec)
     job.inputs = tasks.handles(dsk, [key(tasks.CHECKSUM_INPUT, i) for i in range(n)])
     job.outputs = tasks.handles(dsk, [key(tasks.WRITE, t) for t in range(len(names))])
 
@@ -392,7 +386,6 @@ def sort_job(
     spec = _spec(schema, by, ascending, na_position, files)
     n = sum(lens)
     job = SortJob(records=n, nbytes=sum(Path(f).stat().st_size for f in files))
-    compiled = arrow_hash.compiled_for(job.nbytes, schema)
     # one output part a piece (the columnar sort's) or a row group (the external sort's)
     pcs = [(g, 0, m) for g, m in enumerate(lens)]
     if not external:
@@ -421,7 +414,7 @@ def sort_job(
     if n == 0:
         return job
     if not external:
-        _columnar(job, parts, pcs, tmp, names, spec, device, cluster, threads, compiled)
+        _columnar(job, parts, pcs, tmp, names, spec, device, sliced=cluster, threads=threads)
         return job
     from ..collections.dataframe import sort_values
 
@@ -435,7 +428,7 @@ def sort_job(
         local_directory=local_directory,
     )
     job.inputs = per_block(
-        tasks.CHECKSUM_INPUT, _tally, df.to_delayed(optimize_graph=False), schema, compiled
+        tasks.CHECKSUM_INPUT, _tally, df.to_delayed(optimize_graph=False), schema
     )
     job.outputs = per_block(
         tasks.WRITE,
@@ -444,7 +437,6 @@ def sort_job(
         each([str(tmp / p) for p in names]),
         spec,
         schema,
-        compiled,
     )
     return job
 

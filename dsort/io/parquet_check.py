@@ -42,10 +42,10 @@ def against_manifest(manifest: dict, files, found) -> list[str]:
     return out
 
 
-def _check_part(part, spec, compiled):
+def _check_part(part, spec):
     from ..core import table_chunk as TC
 
-    return TC.summarize(read_table(part), spec, compiled=compiled)
+    return TC.summarize(read_table(part), spec)
 
 
 def check_order(
@@ -86,6 +86,5 @@ def check_tasks(files, by, ascending, na_position) -> list:
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     spec = _spec(schema, by, ascending, na_position)
-    compiled = arrow_hash.compiled_for(sum(Path(f).stat().st_size for f in files), schema)
-    token = tokenize(parts, spec, compiled)
-    return tasks.each(tasks.CHECK, token, _check_part, [(p, spec, compiled) for p in parts])
+    token = tokenize(parts, spec)
+    return tasks.each(tasks.CHECK, token, _check_part, [(p, spec) for p in parts])
