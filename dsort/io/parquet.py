@@ -199,17 +199,18 @@ def _tally(df, schema):
 def _write(df, path, spec, schema):
     """An output partition of the external sort written at ``path``; its summary (its values
     hashed)."""
-    return _write_table((_table(df, schema), None), path, spec)
+    return _write_table((_table(df, schema), None, None), path, spec)
 
 
 def _write_table(merged, path, spec):
     """An output part of the columnar sort (:func:`dsort.core.table_chunk.merge`'s ``(table,
-    hashes)``) written at ``path``; its summary, of the hashes its rows carry where given."""
+    hashes, keys)``) written at ``path``; its summary, of the hashes its rows carry and in the
+    order of the keys they were merged by where given."""
     from ..core import table_chunk as TC
 
-    table, hashes = merged
+    table, hashes, keys = merged
     write_part(table, path)
-    return TC.summarize(table, spec, hashes)
+    return TC.summarize(table, spec, hashes, keys)
 
 
 def _merge_parts(spec, device, p, cut, t, *parts):
