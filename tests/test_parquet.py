@@ -517,36 +517,5 @@ def test_the_hashes_a_sort_carries_are_its_rows_hashes(rng):
     plan = FC.make_plan(spec, 2, None, *[FC.info(p, 2) for p in parts])
     cuts = FC.cuts(plan, *[FC.window(spec, p, plan, q) for q, p in enumerate(parts)])
     for t in range(len(cuts) - 1):
-        merged, hashes, keys = TC.merge(None, *[TC.piece(spec, p, plan, cuts, t, q) for q, p in enumerate(parts)])
+        merged, hashes = TC.merge(None, *[TC.piece(spec, p, plan, cuts, t, q) for q, p in enumerate(parts)])
         np.testing.assert_array_equal(hashes, TC.row_hashes(merged))
-        again, _, _ = TC.table_keys(merged, spec)
-        np.testing.assert_array_equal(FC.widen(spec, again, TC.table_keys(merged, spec)[1], plan.widths), keys)
-
-
-@pytest.mark.parametrize("by", [["f"], ["i", "f"], ["n", "f"]])
-@pytest.mark.parametrize("words", [True, False])
-def test_an_output_is_checked_on_the_keys_it_was_merged_by_held_to_its_values(rng, by, words):
-    """Keys of numbers that an output was merged by are its order check's (not encoded again), and
-    a sample of its rows encoded again must give the same keys: rows taken apart from their keys
-    (one row moved, keys not) fail the check; keys in another order are found out of order."""
-    from dsort.core import errors, table_chunk as TC
-
-    df = _frame(rng, int(rng.integers(3000, 5000))).dropna(subset=["f"])
-    table = pa.Table.from_pandas(df, preserve_index=False)
-    spec = TC.spec_of(table.schema, by, [True] * len(by), "last", no_nulls=by == ["f"])
-    part = TC.sort_part(table, spec, hashed=True)
-    keys = part.keys if words else TC.table_keys(part.table, spec, words=False)[0]  # byte rows, as --gpu sorts them
-    want = TC.summarize(part.table, spec, part.hashes)
-    got = TC.summarize(part.table, spec, part.hashes, keys)
-    assert (got.records, got.checksum, got.unordered, got.duplicates) == (want.records, want.checksum, 0, want.duplicates)
-    n = len(part.table)
-    moved = part.table.take(pa.array(np.r_[1:n, 0]))  # every row one place on: the sampled rows' keys differ
-    with pytest.raises(errors.CheckFailed, match="differ from the keys"):
-        TC.summarize(moved, spec, part.hashes, keys)
-    with pytest.raises(errors.CheckFailed, match="rows and"):
-        TC.summarize(part.table, spec, part.hashes, keys[1:])
-    swapped = keys.copy()
-    swapped[[0, n - 1]] = swapped[[n - 1, 0]]  # the first and last keys (both sampled) swapped
-    assert not np.array_equal(swapped, keys)
-    with pytest.raises(errors.CheckFailed, match="differ from the keys"):
-        TC.summarize(part.table, spec, part.hashes, swapped)

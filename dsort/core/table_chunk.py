@@ -28,9 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import engine as engines
-from ..engine import host
 from . import arrow_hash, frame_chunk as FC, valsort
-from .errors import CheckFailed
 from .frame_keys import KeySpec, nan_high, write_number_keys
 
 
@@ -223,20 +221,18 @@ def piece(spec: KeySpec, part: Sorted, p: FC.Plan, cut, t: int, q: int):
 
 def merge(device, *pieces) -> tuple:
     """One output: its slices of every part (:func:`piece`'s, in part order) merged by their
-    keys; ``(table, the hashes its rows carry or None, the keys they were merged by)``."""
+    keys; ``(table, the hashes its rows carry or None)``."""
     import pyarrow as pa
 
     full = [x for x in pieces if len(x[0])]
     if not full:
-        return pieces[0][0], pieces[0][2], pieces[0][1]
+        return pieces[0][0], pieces[0][2]
     if len(full) == 1:
-        return full[0][0], full[0][2], full[0][1]
-    keys = [k for _, k, _ in full]
-    order = FC.merge_order(keys, device)
+        return full[0][0], full[0][2]
+    order = FC.merge_order([k for _, k, _ in full], device)
     hashes = [h for _, _, h in full]
     hashes = None if any(h is None for h in hashes) else np.concatenate(hashes)[order]
-    keys = engines.take_rows(host.concatenate(keys), order)
-    return take(pa.concat_tables([t for t, _, _ in full]), order), hashes, keys
+    return take(pa.concat_tables([t for t, _, _ in full]), order), hashes
 
 
 def tally(table) -> valsort.Summary:
@@ -252,23 +248,18 @@ def row_hashes(table, block=None) -> np.ndarray:
     return arrow_hash.row_hashes(table.columns, len(table), block)
 
 
-def summarize(table, spec: KeySpec, hashes=None, keys=None) -> valsort.Summary:
+def summarize(table, spec: KeySpec, hashes=None) -> valsort.Summary:
     """A sorted table's summary: its order checked on keys made again from its own columns (byte
     rows at its own string widths, whatever the sort keyed by; words where the spec keys by
-    words: :func:`table_keys`), or on the ``keys`` it was merged by where given and its keys are
-    numbers (:func:`_carried_keys`), its checksum (of the ``hashes`` its rows carry where given,
-    the module docstring; else of its values) and bytes, and its first and last rows' keys: words
+    words: :func:`table_keys`), its checksum (of the ``hashes`` its rows carry where given, the
+    module docstring; else of its values) and bytes, and its first and last rows' keys: words
     or byte rows of numbers, which compare across tables as they are, else its key columns (small
     pandas frames, which :func:`ends_comparable` encodes at one width for the checks across
     tables)."""
-    numbers = spec.word or of_numbers(table, spec)
-    if keys is None or not numbers:
-        keys, _, _ = table_keys(table, spec)
-    else:
-        keys = _carried_keys(table, spec, keys)
+    keys, _, _ = table_keys(table, spec)
     hashes = row_hashes(table) if hashes is None else _sampled(table, hashes)
     s = valsort.summarize(keys, checksums=hashes, nbytes=int(table.nbytes))
-    if numbers:
+    if spec.word or of_numbers(table, spec):
         return s
     if len(table):
         s.first_key, s.last_key = (
@@ -281,43 +272,20 @@ def summarize(table, spec: KeySpec, hashes=None, keys=None) -> valsort.Summary:
 SAMPLE_ROWS = 1024  # rows of an output whose values are hashed again beside their carried hashes
 
 
-def _sample_rows(n: int) -> np.ndarray:
-    """About :data:`SAMPLE_ROWS` of ``n`` rows: every k-th and the last."""
-    at = np.arange(0, n, max(1, n // SAMPLE_ROWS), dtype=np.int64)
-    return at if not n or at[-1] == n - 1 else np.append(at, n - 1)
-
-
 def _sampled(table, hashes) -> np.ndarray:
-    """The hashes ``table``'s rows carry, those of about :data:`SAMPLE_ROWS` of its rows
-    (:func:`_sample_rows`) made again from their values: values that went astray from their rows'
-    hashes (a column taken in another order) change the output's checksum. A value changed in a
-    row that is not sampled is found by ``dsort check`` alone, which hashes every value read
-    back."""
+    """The hashes ``table``'s rows carry, those of about :data:`SAMPLE_ROWS` of its rows (every
+    k-th and the last) made again from their values: values that went astray from their rows' hashes
+    (a column taken in another order) change the output's checksum. A value changed in a row that
+    is not sampled is found by ``dsort check`` alone, which hashes every value read back."""
     n = len(table)
     if not n:
         return hashes
-    at = _sample_rows(n)
+    at = np.arange(0, n, max(1, n // SAMPLE_ROWS), dtype=np.int64)
+    if at[-1] != n - 1:
+        at = np.append(at, n - 1)
     out = np.array(hashes, np.uint64)  # a copy: the carried ones may be a piece's, shared
     out[at] = row_hashes(take(table, at))
     return out
-
-
-def _carried_keys(table, spec: KeySpec, keys) -> np.ndarray:
-    """The keys of numbers a merged ``table`` was merged by (words, or byte rows: as its sort
-    made them), held to its rows' values: those of about :data:`SAMPLE_ROWS` rows
-    (:func:`_sample_rows`) encoded again from the values must be the same, else a
-    :class:`~dsort.core.errors.CheckFailed` (rows taken apart from their keys). Encoding every
-    output's keys again cost as much as the sort's own encoding (1 s of CPU in a 3e7-row sort by
-    two number columns on 2 cores, BENCHMARKS.md section 10)."""
-    if len(keys) != len(table):
-        raise CheckFailed(f"an output part has {len(table):,} rows and {len(keys):,} keys")
-    at = _sample_rows(len(table))
-    again, _, _ = table_keys(take(table, at), spec, words=keys.ndim == 1)
-    if not np.array_equal(again, keys[at]):
-        raise CheckFailed(
-            "an output part's rows differ from the keys they were merged by (sampled rows)"
-        )
-    return keys
 
 
 def ends_comparable(summaries, spec: KeySpec) -> list:

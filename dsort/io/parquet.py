@@ -199,18 +199,17 @@ def _tally(df, schema):
 def _write(df, path, spec, schema):
     """An output partition of the external sort written at ``path``; its summary (its values
     hashed)."""
-    return _write_table((_table(df, schema), None, None), path, spec)
+    return _write_table((_table(df, schema), None), path, spec)
 
 
 def _write_table(merged, path, spec):
     """An output part of the columnar sort (:func:`dsort.core.table_chunk.merge`'s ``(table,
-    hashes, keys)``) written at ``path``; its summary, of the hashes its rows carry and in the
-    order of the keys they were merged by where given."""
+    hashes)``) written at ``path``; its summary, of the hashes its rows carry where given."""
     from ..core import table_chunk as TC
 
-    table, hashes, keys = merged
+    table, hashes = merged
     write_part(table, path)
-    return TC.summarize(table, spec, hashes, keys)
+    return TC.summarize(table, spec, hashes)
 
 
 def _merge_parts(spec, device, p, cut, t, *parts):
