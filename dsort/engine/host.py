@@ -178,12 +178,14 @@ def copy(a: np.ndarray, dtype=None) -> np.ndarray:
     return out
 
 
-IOTA = 1 << 18  # positions a block of arange: one block a piece of the columnar sort
+IOTA = 1 << 18  # positions a block of arange (a columnar sort's piece: one or two blocks)
 
 
 @functools.cache
 def _iota(dtype) -> np.ndarray:
-    return np.arange(IOTA, dtype=dtype)
+    block = np.arange(IOTA, dtype=dtype)
+    block.flags.writeable = False  # shared by every call
+    return block
 
 
 def arange(n: int, dtype=np.int64) -> np.ndarray:
