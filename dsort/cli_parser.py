@@ -160,7 +160,8 @@ def _format_options(p, check=False):
         "--chunk-size",
         type=nbytes,
         metavar="BYTES",
-        help="bytes per block and output range (default: from the memory limits)",
+        help="bytes per block and output range (default: from the memory limits; Parquet in "
+        "memory: decoded bytes per output part)",
     )
 
 

@@ -60,6 +60,7 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
                 device="gpu" if res is not None and res.gpus else None,
                 cluster=client is not None,
                 threads=res.threads if res else None,
+                chunk_size=req.chunk_size,
             )
             print(
                 f"sorting {job.records:,} parquet rows ({fmt_bytes(job.nbytes)}) from {req.input} "
@@ -68,9 +69,11 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
             )
             print(
                 f"on {where}"
-                + ("; through runs on disk (more than fits in memory)" if external else ""),
+                + ("; through runs on disk (more than fits in memory)" if external else "")
+                + (", a part a row group (--chunk-size sizes the in-memory sort's parts)"
+                   if external and req.chunk_size else ""),
                 file=stream,
-            )
+            )  # fmt: skip
             phases = {"validate": clock[1] - t0}
             if job.records:
                 in_parts, out_parts = _run_parquet(job, client, res, req.progress, stream, phases)

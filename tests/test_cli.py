@@ -226,6 +226,36 @@ def test_a_parquet_sort_that_loses_or_doubles_a_row_fails_its_check(tmp_path, ca
         assert "checksum differs" in said.out + said.err
 
 
+def test_a_parquet_sorts_chunk_size_sizes_its_parts(tmp_path, capsys):
+    """--chunk-size: the in-memory Parquet sort's pieces, and so its output parts, hold about that
+    many decoded bytes (as the footers count them), more parts for a smaller size; the rows the
+    same. Through runs on disk (a part a row group) the command says it does not apply."""
+    import dask
+    import pyarrow.parquet as pq
+
+    from dsort.collections import config  # noqa: F401 (dsort's defaults registered before one is overridden)
+    from dsort.io import parquet as pio
+
+    src, df = _parquet_input(tmp_path, n=60_000)
+    meta = pq.ParquetFile(src).metadata
+    row_bytes = sum(meta.row_group(g).total_byte_size for g in range(meta.num_row_groups)) / len(df)
+    counts = {}
+    for size in (None, int(9000 * row_bytes)):
+        out = tmp_path / f"sorted-{size}"
+        rc = dsort("sort", src, out, "--by", "k", "--cpu", *([] if size is None else ["--chunk-size", str(size)]))
+        assert rc == 0 and dsort("check", out) == 0
+        got = pd.read_parquet(out)
+        assert got["row"].tolist() == df.sort_values("k", kind="stable")["row"].tolist()
+        counts[size] = [p["rows"] for p in pio.manifest(out)["parts"]]
+    capsys.readouterr()
+    assert counts[None] == [1000] * 60  # a piece a row group of 1,000 rows by default
+    sized = counts[int(9000 * row_bytes)]  # row groups joined: 7 parts of 8,571 or 8,572 rows
+    assert len(sized) == 7 and sum(sized) == len(df) and max(sized) - min(sized) <= 1
+    with dask.config.set({"dsort.file-sort.parquet-memory-factor": 1 << 40}):
+        assert dsort("sort", src, tmp_path / "runs", "--by", "k", "--cpu", "--chunk-size", "1MB") == 0
+    assert "--chunk-size sizes the in-memory sort's parts" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("through", ["memory", "runs"])
 @pytest.mark.parametrize("by,descending", [(["k"], False), (["name", "f"], True)])
 def test_sort_parquet(tmp_path, scheduler, capsys, by, descending, through):

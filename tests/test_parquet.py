@@ -489,6 +489,10 @@ def test_pieces_of_wide_rows_hold_fewer_of_them(tmp_path):
         assert pio.piece_rows([wide]) == pio.MIN_PIECE_ROWS
     with dask.config.set({"dsort.file-sort.parquet-piece-rows": 100}):
         assert pio.piece_rows([wide]) == 100
+        # --chunk-size: about that many decoded bytes a piece, whatever the rows' bound
+        assert abs(pio.piece_rows([wide], chunk_size=12 << 20) - (12 << 20) / row_bytes) <= 1
+        assert pio.piece_rows([narrow], chunk_size=1 << 40) == n
+        assert pio.piece_rows([wide], chunk_size=1) == pio.MIN_PIECE_ROWS
 
 
 def test_number_dtypes_are_read_from_the_arrow_type():

@@ -254,12 +254,14 @@ def pieces(lens, rows: int) -> list[tuple[int, int, int]]:
 MIN_PIECE_ROWS = 8192  # however wide the rows: a task's fixed costs stay small beside its rows
 
 
-def piece_rows(files) -> int:
+def piece_rows(files, chunk_size: int | None = None) -> int:
     """The rows of a piece (:func:`pieces`): ``dsort.file-sort.parquet-piece-rows``, fewer where
     the files' rows are wide (their row groups' decoded bytes a row, as the footers say), so a
     piece holds about ``parquet-piece-bytes``: a piece's keys of long strings as wide as the
     longest value (40 MB for 262,144 rows of 150 bytes) were each a new mapping of memory, past
-    what the allocator keeps, their pages faulted in again (BENCHMARKS.md section 10)."""
+    what the allocator keeps, their pages faulted in again (BENCHMARKS.md section 10).
+    ``chunk_size`` (``--chunk-size``): about that many decoded bytes a piece, and so an output
+    part, however many rows (at least :data:`MIN_PIECE_ROWS`)."""
     rows = nbytes = 0
     for f in files:
         meta = _open(f).metadata
@@ -267,9 +269,12 @@ def piece_rows(files) -> int:
             rows += meta.row_group(g).num_rows
             nbytes += meta.row_group(g).total_byte_size
     most = int(config.get("file-sort.parquet-piece-rows"))
+    if chunk_size:
+        most = max(rows, 1)
     if not rows or not nbytes:
         return most
-    fit = int(config.nbytes("file-sort.parquet-piece-bytes") * rows // nbytes)
+    piece_bytes = int(chunk_size or config.nbytes("file-sort.parquet-piece-bytes"))
+    fit = int(piece_bytes * rows // nbytes)
     return max(min(most, fit), min(most, MIN_PIECE_ROWS))
 
 
@@ -372,6 +377,7 @@ def sort_job(
     device=None,
     cluster: bool = False,
     threads: int | None = None,
+    chunk_size: int | None = None,
 ) -> SortJob:
     """Tasks that sort the rows of ``files`` by the columns ``by`` into the directory ``tmp``: the
     columnar sort in memory, one output part per input row group; ``external``: through runs
@@ -379,19 +385,25 @@ def sort_job(
     a row group, not the data, the parts balanced to within one row. ``device="gpu"``: the keys
     sorted and merged on the worker's GPU (the columnar sort). ``cluster``: the tasks run on a
     dask cluster (the columnar sort's merges then take only their slices of the row groups).
-    ``threads``: the tasks that run at once in one process, where known (the embedded threads)."""
+    ``threads``: the tasks that run at once in one process, where known (the embedded threads).
+    ``chunk_size``: the columnar sort's pieces and output parts of about that many decoded bytes
+    (:func:`piece_rows`); the sort through runs makes a part a row group."""
     parts, lens, schema = row_groups(files)
     check_columns(by, schema, files[0] if len(files) == 1 else "the input")
     ascending = [not descending] * len(by)
     spec = _spec(schema, by, ascending, na_position, files)
     n = sum(lens)
     job = SortJob(records=n, nbytes=sum(Path(f).stat().st_size for f in files))
-    # one output part a piece (the columnar sort's) or a row group (the external sort's)
+    # one output part a piece (the columnar sort's; with --chunk-size, as many as hold about that
+    # many bytes, pieces being cut inside row groups only) or a row group (the external sort's)
     pcs = [(g, 0, m) for g, m in enumerate(lens)]
+    outputs = len(pcs)
     if not external:
-        pcs = pieces(lens, piece_rows(files))
-    width = max(5, len(str(len(pcs) - 1)))  # one width for all, so name order is part order
-    names = [f"part-{j:0{width}d}.parquet" for j in range(len(pcs))]
+        rows = piece_rows(files, chunk_size)
+        pcs = pieces(lens, rows)
+        outputs = max(1, -(-n // rows)) if chunk_size else len(pcs)
+    width = max(5, len(str(outputs - 1)))  # one width for all, so name order is part order
+    names = [f"part-{j:0{width}d}.parquet" for j in range(outputs)]
 
     def finish(summaries):
         manifest = {
