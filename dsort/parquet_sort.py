@@ -67,13 +67,10 @@ def sort(req: SortRequest, files, out: Path, clock, startup) -> SortReport:
                 f"into {out}",
                 file=stream,
             )
-            print(
-                f"on {where}"
-                + ("; through runs on disk (more than fits in memory)" if external else "")
-                + (", a part a row group (--chunk-size sizes the in-memory sort's parts)"
-                   if external and req.chunk_size else ""),
-                file=stream,
-            )  # fmt: skip
+            how = "; through runs on disk (more than fits in memory)" if external else ""
+            if external and req.chunk_size:
+                how += ", a part a row group (--chunk-size sizes the in-memory sort's parts)"
+            print(f"on {where}{how}", file=stream)
             phases = {"validate": clock[1] - t0}
             if job.records:
                 in_parts, out_parts = _run_parquet(job, client, res, req.progress, stream, phases)
